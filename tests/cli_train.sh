@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# CLI test of the training path: build a 4x4 Sudoku dataset, train briefly, check the run
+# directory, that `trm generate --json` reproduces the run's last evaluation, --input, and
+# the refusals (existing dataset, bad device, missing checkpoint).
+set -uo pipefail
+TRM=$1 SRC=$2 SHARED=$3 TMP=$4
+fail() { echo "FAIL: $*"; exit 1; }
+rm -rf "$TMP" && mkdir -p "$TMP" && cd "$TMP" || exit 1
+
+"$TRM" data sudoku4 --out data --train 256 --test 64 --seed 3 || fail "data sudoku4"
+[ -f data/train/all__inputs.npy ] && [ -f data/test/dataset.json ] && [ -f data/identifiers.json ] || fail "dataset layout"
+"$TRM" data sudoku4 --out data 2>err.txt && fail "overwrote an existing dataset"
+grep -q "already exists" err.txt || fail "no 'already exists' message"
+
+common=(cfg=tiny "data_paths=[data]" checkpoint_path=run epochs=2 eval_interval=2 global_batch_size=32
+        arch.hidden_size=32 arch.H_cycles=2 arch.L_cycles=2 arch.halt_max_steps=4 log_interval=4)
+"$TRM" pretrain "${common[@]}" > train.txt 2>&1 || { cat train.txt; fail "pretrain"; }
+ckpt=run/step_16.safetensors
+[ -f "$ckpt" ] && [ -f run/config.yaml ] && [ -f run/metrics.jsonl ] || fail "run directory contents"
+grep -q '"kind": "train"' run/metrics.jsonl || fail "no train metrics"
+grep -q "hidden_size: 32" run/config.yaml || fail "config.yaml is not the resolved config"
+"$TRM" inspect "$ckpt" > inspect.txt || fail "inspect checkpoint"
+grep -q "inner.lm_head.weight" inspect.txt || fail "inspect lists no lm_head"
+
+"$TRM" generate --checkpoint "$ckpt" --data data --json > gen.json || fail "generate --json"
+last_eval=$(grep '"kind": "eval"' run/metrics.jsonl | tail -1)
+for key in all/accuracy all/exact_accuracy all/lm_loss all/q_halt_loss all/steps all/q_halt_accuracy; do
+  a=$(grep -o "\"$key\": [^,}]*" <<<"$last_eval")
+  b=$(grep -o "\"$key\": [^,}]*" gen.json)
+  [ -n "$a" ] && [ "$a" = "$b" ] || fail "generate does not reproduce $key: train '$a' vs generate '$b'"
+done
+
+"$TRM" generate --checkpoint "$ckpt" --data data --output preds.npy > /dev/null || fail "generate --output"
+[ -f preds.npy ] && [ -f preds_q_halt.npy ] || fail "no prediction files"
+"$TRM" generate --checkpoint "$ckpt" --input "1.3. .... .... 4..2" > solve.txt || fail "generate --input"
+grep -q "prediction" solve.txt || fail "no prediction printed"
+"$TRM" generate --checkpoint "$ckpt" --input "1.3" 2>err.txt && fail "accepted a partial puzzle"
+grep -q "seq_len 16" err.txt || fail "partial puzzle message"
+
+"$TRM" pretrain "${common[@]}" device=mps 2>err.txt && fail "device=mps accepted"
+grep -q "no 'mps' backend" err.txt || fail "device=mps message: $(cat err.txt)"
+"$TRM" generate --checkpoint missing.safetensors --data data 2>err.txt && fail "missing checkpoint accepted"
+grep -q "missing.safetensors" err.txt || fail "missing checkpoint message"
+"$TRM" pretrain "${common[@]}" arch.no_such_key=1 2>err.txt && fail "unknown key accepted"
+grep -q "no_such_key" err.txt || fail "unknown key message"
+echo "cli_train: ok"

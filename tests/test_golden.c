@@ -1,0 +1,337 @@
+/* test_golden.c — the four reference variants in ../shared/golden (SPEC §8): load the init/ tensors,
+ * run four training ACT steps and three evaluation steps on the cpu backend and compare
+ * outputs, carry, halting, loss, metrics, gradients and updated weights. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "config.h"
+#include "model.h"
+#include "safetensors.h"
+
+typedef struct {
+    st_file f;
+    cfg_node *json;
+    trm_backend *be;
+    trm_model m;
+    double lr, beta1, beta2, wd, pe_lr, pe_wd;
+} golden;
+
+static float *load_f32(const golden *g, const char *name, size_t *n) {
+    const st_tensor *t = st_find(&g->f, name);
+    ck_assert_msg(t != NULL, "golden tensor %s missing", name);
+    size_t cnt = 1;
+    for (int i = 0; i < t->ndim; i++) cnt *= (size_t)t->shape[i];
+    float *out = xmalloc(cnt * sizeof(float));
+    trm_err e;
+    ck_assert_msg(st_read_f32(t, out, &e) == 0, "%s", e.msg);
+    if (n) *n = cnt;
+    return out;
+}
+
+static const void *raw(const golden *g, const char *name, st_dtype dt, size_t *n) {
+    const st_tensor *t = st_find(&g->f, name);
+    ck_assert_msg(t != NULL, "golden tensor %s missing", name);
+    ck_assert_int_eq(t->dtype, dt);
+    if (n) *n = t->nbytes / (size_t)st_dtype_size(dt);
+    return t->data;
+}
+
+static double scalar(const golden *g, const char *name) {
+    size_t n;
+    const double *d = raw(g, name, ST_F64, &n);
+    ck_assert_int_eq(n, 1);
+    return d[0];
+}
+
+static int64_t jint(const golden *g, const char *key) {
+    int64_t v;
+    trm_err e;
+    ck_assert_msg(cfg_get_int(g->json, key, &v, &e) == 0, "%s", e.msg);
+    return v;
+}
+static double jfloat(const golden *g, const char *key) {
+    double v;
+    trm_err e;
+    ck_assert_msg(cfg_get_float(g->json, key, &v, &e) == 0, "%s", e.msg);
+    return v;
+}
+static int jbool(const golden *g, const char *key) {
+    int v;
+    trm_err e;
+    ck_assert_msg(cfg_get_bool(g->json, key, &v, &e) == 0, "%s", e.msg);
+    return v;
+}
+
+/* max |a-b| / (max|b| + tiny) over the tensor: a scale-aware relative error. */
+static double rel_err(const float *a, const float *b, size_t n) {
+    double num = 0, den = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > num) num = d;
+        if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
+    }
+    return num / den;
+}
+
+static void expect_close(const char *what, const float *got, const float *want, size_t n, double tol) {
+    double r = rel_err(got, want, n);
+    ck_assert_msg(r <= tol, "%s: relative error %.3g > %.1g", what, r, tol);
+}
+
+static void open_golden(golden *g, const char *variant) {
+    trm_err e;
+    memset(g, 0, sizeof *g);
+    char *path = xasprintf("%s/golden/%s.safetensors", TRM_SHARED_DIR, variant);
+    ck_assert_msg(st_open(&g->f, path, &e) == 0, "%s", e.msg);
+    free(path);
+    path = xasprintf("%s/golden/%s.json", TRM_SHARED_DIR, variant);
+    size_t len;
+    char *text = trm_read_file(path, &len, &e);
+    ck_assert_msg(text != NULL, "%s", e.msg);
+    g->json = cfg_parse(text, len, path, &e);
+    ck_assert_msg(g->json != NULL, "%s", e.msg);
+    free(text);
+    free(path);
+
+    trm_model_config c = {0};
+    c.batch_size = (int)jint(g, "model.batch_size");
+    c.seq_len = (int)jint(g, "model.seq_len");
+    c.vocab_size = (int)jint(g, "model.vocab_size");
+    c.num_puzzle_identifiers = (int)jint(g, "model.num_puzzle_identifiers");
+    c.H_cycles = (int)jint(g, "model.H_cycles");
+    c.L_cycles = (int)jint(g, "model.L_cycles");
+    c.L_layers = (int)jint(g, "model.L_layers");
+    c.hidden_size = (int)jint(g, "model.hidden_size");
+    c.num_heads = (int)jint(g, "model.num_heads");
+    c.expansion = jfloat(g, "model.expansion");
+    c.puzzle_emb_ndim = (int)jint(g, "model.puzzle_emb_ndim");
+    c.puzzle_emb_len = (int)jint(g, "model.puzzle_emb_len");
+    const char *pos;
+    ck_assert(cfg_get_str(g->json, "model.pos_encodings", &pos, 0, &e) == 0);
+    c.pos_encodings = !strcmp(pos, "rope") ? TRM_POS_ROPE : !strcmp(pos, "learned") ? TRM_POS_LEARNED : TRM_POS_NONE;
+    c.mlp_t = jbool(g, "model.mlp_t");
+    c.halt_max_steps = (int)jint(g, "model.halt_max_steps");
+    c.halt_exploration_prob = jfloat(g, "model.halt_exploration_prob");
+    c.no_ACT_continue = jbool(g, "model.no_ACT_continue");
+    c.rms_norm_eps = jfloat(g, "model.rms_norm_eps");
+    c.rope_theta = jfloat(g, "model.rope_theta");
+    c.loss_type = TRM_LOSS_STABLEMAX;
+    g->lr = jfloat(g, "hyperparams.lr");
+    g->beta1 = jfloat(g, "hyperparams.beta1");
+    g->beta2 = jfloat(g, "hyperparams.beta2");
+    g->wd = jfloat(g, "hyperparams.weight_decay");
+    g->pe_lr = jfloat(g, "hyperparams.puzzle_emb_lr");
+    g->pe_wd = jfloat(g, "hyperparams.puzzle_emb_weight_decay");
+
+    g->be = trm_cpu_backend_create(-1, &e);
+    ck_assert_msg(g->be != NULL, "%s", e.msg);
+    ck_assert_msg(trm_model_create(&g->m, &c, g->be, 0, 0, &e) == 0, "%s", e.msg);
+
+    /* load the init/ tensors */
+    trm_model *m = &g->m;
+    for (int i = 0; i < m->nparams; i++) {
+        char *nm = xasprintf("init/%s", m->params[i].name);
+        size_t n;
+        float *w = load_f32(g, nm, &n);
+        ck_assert_int_eq(n, m->params[i].numel);
+        memcpy(m->w + m->params[i].offset, w, n * sizeof(float));
+        free(w);
+        free(nm);
+    }
+    size_t n;
+    float *h = load_f32(g, "init/inner.H_init", &n);
+    memcpy(m->H_init, h, n * sizeof(float));
+    free(h);
+    h = load_f32(g, "init/inner.L_init", &n);
+    memcpy(m->L_init, h, n * sizeof(float));
+    free(h);
+    if (c.puzzle_emb_ndim) {
+        h = load_f32(g, "init/inner.puzzle_emb.weights", &n);
+        ck_assert_int_eq(n, (size_t)c.num_puzzle_identifiers * c.puzzle_emb_ndim);
+        memcpy(m->puz_w, h, n * sizeof(float));
+        free(h);
+    }
+}
+
+static void close_golden(golden *g) {
+    trm_model_destroy(&g->m);
+    g->be->destroy(g->be);
+    cfg_free(g->json);
+    st_close(&g->f);
+}
+
+static void set_batch(golden *g, const char *prefix) {
+    char *a = xasprintf("%s/batch/inputs", prefix), *b = xasprintf("%s/batch/labels", prefix),
+         *c = xasprintf("%s/batch/puzzle_identifiers", prefix);
+    const int32_t *in = raw(g, a, ST_I32, NULL), *lab = raw(g, b, ST_I32, NULL), *pid = raw(g, c, ST_I32, NULL);
+    trm_model_set_batch(&g->m, in, lab, pid);
+    free(a);
+    free(b);
+    free(c);
+}
+
+/* Compares logits (ours (B,T,V), golden (B,S,V)), q logits and metrics of one step. */
+static void check_outputs(golden *g, const char *prefix, int check_continue, int check_carry) {
+    trm_model *m = &g->m;
+    char *nm;
+    size_t n;
+    nm = xasprintf("%s/out/logits", prefix);
+    float *want = load_f32(g, nm, &n);
+    ck_assert_int_eq(n, (size_t)m->B * m->S * m->V);
+    float *got = xmalloc(n * sizeof(float));
+    for (int b = 0; b < m->B; b++)
+        memcpy(got + (size_t)b * m->S * m->V, m->logits + ((size_t)b * m->T + m->P) * m->V,
+               (size_t)m->S * m->V * sizeof(float));
+    expect_close(nm, got, want, n, 1e-5);
+    free(want);
+    free(got);
+    free(nm);
+
+    float qh[64], qc[64];
+    for (int b = 0; b < m->B; b++) qh[b] = m->q[2 * b], qc[b] = m->q[2 * b + 1];
+    nm = xasprintf("%s/out/q_halt_logits", prefix);
+    want = load_f32(g, nm, &n);
+    expect_close(nm, qh, want, n, 1e-5);
+    free(want);
+    free(nm);
+    if (check_continue) {
+        nm = xasprintf("%s/out/q_continue_logits", prefix);
+        want = load_f32(g, nm, &n);
+        expect_close(nm, qc, want, n, 1e-5);
+        free(want);
+        free(nm);
+    }
+    if (check_carry) {
+        const char *zs[2] = {"z_H", "z_L"};
+        float *zp[2] = {m->zH, m->zL};
+        for (int k = 0; k < 2; k++) {
+            nm = xasprintf("%s/out/%s", prefix, zs[k]);
+            want = load_f32(g, nm, &n);
+            ck_assert_int_eq(n, (size_t)m->B * m->T * m->D);
+            expect_close(nm, zp[k], want, n, 1e-5);
+            free(want);
+            free(nm);
+        }
+        nm = xasprintf("%s/out/halted", prefix);
+        const uint8_t *h = raw(g, nm, ST_BOOL, &n);
+        for (int b = 0; b < m->B; b++) ck_assert_msg(m->halted[b] == h[b], "%s[%d]", nm, b);
+        free(nm);
+        nm = xasprintf("%s/out/steps", prefix);
+        const int32_t *st = raw(g, nm, ST_I32, &n);
+        for (int b = 0; b < m->B; b++) ck_assert_msg(m->steps[b] == st[b], "%s[%d]: %d vs %d", nm, b, m->steps[b], st[b]);
+        free(nm);
+    }
+    static const char *names[TRM_NMETRICS] = {"count", "accuracy", "exact_accuracy", "q_halt_accuracy",
+                                              "steps", "lm_loss", "q_halt_loss", "q_continue_loss"};
+    for (int k = 0; k < TRM_M_Q_CONTINUE_LOSS; k++) {
+        nm = xasprintf("%s/metric/%s", prefix, names[k]);
+        double w = scalar(g, nm), v = m->metrics[k];
+        int exact = k == TRM_M_COUNT || k == TRM_M_EXACT_ACCURACY || k == TRM_M_Q_HALT_ACCURACY || k == TRM_M_STEPS;
+        if (exact)
+            ck_assert_msg(v == w, "%s: %g vs %g", nm, v, w);
+        else
+            ck_assert_msg(fabs(v - w) <= 1e-5 * (fabs(w) + 1e-3), "%s: %.9g vs %.9g", nm, v, w);
+        free(nm);
+    }
+    nm = xasprintf("%s/loss", prefix);
+    double loss = m->metrics[TRM_M_LM_LOSS] + 0.5 * (m->metrics[TRM_M_Q_HALT_LOSS] + m->metrics[TRM_M_Q_CONTINUE_LOSS]);
+    double w = scalar(g, nm);
+    ck_assert_msg(fabs(loss - w) <= 1e-5 * fabs(w), "%s: %.9g vs %.9g", nm, loss, w);
+    free(nm);
+}
+
+static void run_variant(const char *variant) {
+    golden g;
+    open_golden(&g, variant);
+    trm_model *m = &g.m;
+    int steps = (int)jint(&g, "train_steps"), evals = (int)jint(&g, "eval_steps");
+    for (int t = 1; t <= steps; t++) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "step%d", t);
+        set_batch(&g, prefix);
+        memset(m->metrics, 0, TRM_NMETRICS * sizeof(double));
+        trm_step_opts so = {.training = 1, .want_grad = 1, .grad_scale = 1.0f / (float)m->B, .seed = 0, .rng_step = (uint64_t)t};
+        trm_model_act_step(m, &so);
+        check_outputs(&g, prefix, 1, 1);
+        for (int i = 0; i < m->nparams; i++) {
+            char *nm = xasprintf("%s/grad/%s", prefix, m->params[i].name);
+            size_t n;
+            float *want = load_f32(&g, nm, &n);
+            expect_close(nm, m->g + m->params[i].offset, want, n, 1e-4);
+            free(want);
+            free(nm);
+        }
+        if (m->cfg.puzzle_emb_ndim) {
+            char *nm = xasprintf("%s/grad/inner.puzzle_emb.local_weights", prefix);
+            size_t n;
+            float *want = load_f32(&g, nm, &n);
+            expect_close(nm, m->d_puz_rows, want, n, 1e-4);
+            free(want);
+            free(nm);
+        }
+        trm_optim_opts oo = {.lr = g.lr, .puzzle_emb_lr = g.pe_lr, .weight_decay = g.wd,
+                             .puzzle_emb_weight_decay = g.pe_wd, .beta1 = g.beta1, .beta2 = g.beta2, .t = t};
+        trm_model_optim_step(m, &oo);
+        for (int i = 0; i < m->nparams; i++) {
+            char *nm = xasprintf("%s/after/%s", prefix, m->params[i].name);
+            size_t n;
+            float *want = load_f32(&g, nm, &n);
+            expect_close(nm, m->w + m->params[i].offset, want, n, 1e-4);
+            free(want);
+            free(nm);
+        }
+        if (m->cfg.puzzle_emb_ndim) {
+            char *nm = xasprintf("%s/after/inner.puzzle_emb.weights", prefix);
+            size_t n;
+            float *want = load_f32(&g, nm, &n);
+            expect_close(nm, m->puz_w, want, n, 1e-4);
+            free(want);
+            free(nm);
+        }
+    }
+    /* evaluation: a fresh carry, every sequence runs halt_max_steps steps */
+    set_batch(&g, "eval");
+    trm_model_reset_carry(m);
+    for (int i = 1; i <= evals; i++) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "eval/step%d", i);
+        memset(m->metrics, 0, TRM_NMETRICS * sizeof(double));
+        trm_step_opts so = {.training = 0, .want_grad = 0, .grad_scale = 1.0f / (float)m->B};
+        trm_model_act_step(m, &so);
+        check_outputs(&g, prefix, 0, 0);
+        char *nm = xasprintf("%s/out/preds", prefix);
+        size_t n;
+        const int64_t *pr = raw(&g, nm, ST_I64, &n);
+        for (size_t k = 0; k < n; k++) ck_assert_msg(m->preds[k] == pr[k], "%s[%zu]", nm, k);
+        free(nm);
+    }
+    close_golden(&g);
+}
+
+START_TEST(golden_att_rope) { run_variant("att_rope"); }
+END_TEST
+START_TEST(golden_att_learned) { run_variant("att_learned"); }
+END_TEST
+START_TEST(golden_mlp_t) { run_variant("mlp_t"); }
+END_TEST
+START_TEST(golden_noemb_rope) { run_variant("noemb_rope"); }
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("golden");
+    TCase *tc = tcase_create("variants");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, golden_att_rope);
+    tcase_add_test(tc, golden_att_learned);
+    tcase_add_test(tc, golden_mlp_t);
+    tcase_add_test(tc, golden_noemb_rope);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,129 @@
+/* test_train.c — end-to-end training through `trm pretrain`'s entry point: a run stopped
+ * and resumed gives bit-identical weights, optimiser state, EMA and carry to a straight run;
+ * training writes config.yaml, metrics.jsonl and checkpoints; a NaN stops the run. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "build_sudoku4.h"
+#include "commands.h"
+#include "safetensors.h"
+
+static const char *tmp_root(void) {
+    mkdir(TRM_TEST_TMP, 0755);
+    return TRM_TEST_TMP;
+}
+
+static char *data_dir(void) {
+    char *d = xasprintf("%s/train_sudoku4", tmp_root());
+    if (!trm_is_dir(d)) {
+        trm_err e;
+        trm_sudoku4_opts o = {.out = d, .n_train = 256, .n_test = 64, .min_clues = 6, .max_clues = 9, .seed = 1, .force = 1};
+        ck_assert_msg(trm_build_sudoku4(&o, &e) == 0, "%s", e.msg);
+    }
+    return d;
+}
+
+static int pretrain(const char *run_dir, const char *extra1, const char *extra2) {
+    char *data = data_dir();
+    char *dp = xasprintf("data_paths=[%s]", data);
+    char *cp = xasprintf("checkpoint_path=%s", run_dir);
+    char *args[32] = {"cfg=tiny", dp, cp, "epochs=4", "eval_interval=2", "global_batch_size=32",
+                      "arch.hidden_size=32", "arch.H_cycles=2", "arch.L_cycles=2", "arch.halt_max_steps=4",
+                      "log_interval=5", "ema=True", "lr_warmup_steps=5", "arch.halt_exploration_prob=0.3"};
+    int n = 14;
+    if (extra1) args[n++] = (char *)extra1;
+    if (extra2) args[n++] = (char *)extra2;
+    trm_globals g = {.search = {.dirs = NULL, .ndirs = 0, .use_embedded = 1}, .argv0 = "trm"};
+    int rc = cmd_pretrain(n, args, &g);
+    free(dp);
+    free(cp);
+    free(data);
+    return rc;
+}
+
+static void assert_same_tensors(const char *a, const char *b) {
+    st_file fa, fb;
+    trm_err e;
+    ck_assert_msg(st_open(&fa, a, &e) == 0, "%s", e.msg);
+    ck_assert_msg(st_open(&fb, b, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(fa.ntensors, fb.ntensors);
+    ck_assert_int_gt(fa.ntensors, 20);
+    for (int i = 0; i < fa.ntensors; i++) {
+        const st_tensor *ta = &fa.tensors[i], *tb = st_find(&fb, ta->name);
+        ck_assert_msg(tb != NULL, "%s missing in %s", ta->name, b);
+        ck_assert_int_eq(ta->nbytes, tb->nbytes);
+        ck_assert_msg(memcmp(ta->data, tb->data, ta->nbytes) == 0, "tensor %s differs after resume", ta->name);
+    }
+    const char *keys[] = {"step", "sampler.iter", "sampler.group_pos", "sampler.batch_index", "sampler.set_index"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        ck_assert_str_eq(st_meta_get(&fa, keys[k]), st_meta_get(&fb, keys[k]));
+    st_close(&fa);
+    st_close(&fb);
+}
+
+START_TEST(resume_is_bit_exact) {
+    char *a = xasprintf("%s/run_straight", tmp_root()), *b = xasprintf("%s/run_resumed", tmp_root());
+    trm_err e;
+    trm_remove_tree(a, &e);
+    trm_remove_tree(b, &e);
+    ck_assert_int_eq(pretrain(a, NULL, NULL), 0);
+    ck_assert_int_eq(pretrain(b, "stop_after_steps=13", NULL), 0); /* mid-chunk: 16 steps per chunk */
+    char *mid = xasprintf("%s/step_13.safetensors", b);
+    ck_assert_msg(trm_file_exists(mid), "no checkpoint at the stop");
+    ck_assert_int_eq(pretrain(b, "resume=auto", NULL), 0);
+    char *fa = xasprintf("%s/step_32.safetensors", a), *fb = xasprintf("%s/step_32.safetensors", b);
+    assert_same_tensors(fa, fb);
+    /* the run directory holds its files */
+    char *cy = xasprintf("%s/config.yaml", a), *mj = xasprintf("%s/metrics.jsonl", a);
+    ck_assert(trm_file_exists(cy));
+    size_t len;
+    char *text = trm_read_file(mj, &len, &e);
+    ck_assert_msg(text != NULL, "%s", e.msg);
+    ck_assert_ptr_nonnull(strstr(text, "\"kind\": \"train\""));
+    ck_assert_ptr_nonnull(strstr(text, "\"train/lm_loss\""));
+    ck_assert_ptr_nonnull(strstr(text, "\"train/lr\""));
+    ck_assert_ptr_nonnull(strstr(text, "\"kind\": \"eval\""));
+    ck_assert_ptr_nonnull(strstr(text, "\"all/exact_accuracy\""));
+    free(text);
+    free(cy); free(mj); free(mid); free(fa); free(fb); free(a); free(b);
+}
+END_TEST
+
+START_TEST(nan_loss_stops_the_run) {
+    char *a = xasprintf("%s/run_nan", tmp_root());
+    trm_err e;
+    trm_remove_tree(a, &e);
+    /* an absurd learning rate blows the weights up within a few steps */
+    int rc = pretrain(a, "lr=1e30", "puzzle_emb_lr=1e30");
+    ck_assert_int_eq(rc, 1);
+    free(a);
+}
+END_TEST
+
+START_TEST(bad_config_is_refused) {
+    char *a = xasprintf("%s/run_bad", tmp_root());
+    ck_assert_int_eq(pretrain(a, "arch.num_heads=5", NULL), 1); /* 32 % 5 != 0 */
+    ck_assert_int_eq(pretrain(a, "epochs=3", NULL), 1);          /* not a multiple of eval_interval */
+    ck_assert_int_eq(pretrain(a, "data_paths=[/nonexistent/x]", NULL), 1);
+    ck_assert_int_eq(pretrain(a, "device=mps", NULL), 1);
+    free(a);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("train");
+    TCase *tc = tcase_create("pretrain");
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, resume_is_bit_exact);
+    tcase_add_test(tc, nan_loss_stops_the_run);
+    tcase_add_test(tc, bad_config_is_refused);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

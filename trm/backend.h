@@ -1,0 +1,172 @@
+/* backend.h — the device interface the model calls without knowing the device (after
+ * ggml-backend): memory, GEMM, the elementwise and fused ops with their backwards side by
+ * side, attention, the loss head, ACT bookkeeping and optimiser updates. Every pointer an
+ * op takes is device memory of that backend; all layouts are row-major and contiguous
+ * unless a leading dimension / stride says otherwise. Floats are fp32 masters; a backend
+ * with bf16 support may run GEMMs in bf16 when `bf16` is set on the backend. */
+#ifndef TRM_BACKEND_H
+#define TRM_BACKEND_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+typedef struct {
+    int compile;        /* can plan/capture the step (fusion, arena, graphs) */
+    int distributed;    /* can all-reduce across processes */
+    int bf16;           /* can run matmuls in bfloat16 */
+    int unified_memory; /* host and device share memory */
+} trm_caps;
+
+/* Metrics accumulated by the loss head, in this order (sums over the batch). */
+enum {
+    TRM_M_COUNT,
+    TRM_M_ACCURACY,
+    TRM_M_EXACT_ACCURACY,
+    TRM_M_Q_HALT_ACCURACY,
+    TRM_M_STEPS,
+    TRM_M_LM_LOSS,
+    TRM_M_Q_HALT_LOSS,
+    TRM_M_Q_CONTINUE_LOSS,
+    TRM_NMETRICS
+};
+
+enum { TRM_LOSS_STABLEMAX = 0, TRM_LOSS_SOFTMAX = 1 };
+
+typedef struct {
+    int B, S, V;
+    int P;                    /* leading rows of each sample in logits/dlogits to skip (puzzle
+                               * positions): logits and dlogits are (B, P+S, V), dlogits rows
+                               * t < P are written as zeros */
+    int loss_type;            /* TRM_LOSS_* */
+    const float *logits;      /* B*(P+S)*V */
+    const int32_t *labels;    /* B*S, -100 = ignore */
+    const float *q;           /* B*2: q_halt, q_continue */
+    const float *q_target;    /* B target for q_continue (sigmoid already applied) or NULL */
+    const uint8_t *halted;    /* B, after this step's halting decision */
+    const int32_t *steps;     /* B, after this step's increment */
+    float grad_scale;         /* gradient of loss*grad_scale (1/global_batch); unused w/o grads */
+    float *dlogits;           /* B*(P+S)*V or NULL (no gradient) */
+    float *dq;                /* B*2 or NULL */
+    int32_t *preds;           /* B*S argmax, or NULL */
+    double *metrics;          /* TRM_NMETRICS, accumulated (+=) */
+} trm_loss_args;
+
+typedef struct {
+    int B, S, P, D;           /* tokens per row S, puzzle positions P, T = P + S */
+    const int32_t *tokens;    /* B*S */
+    const float *tok_w;       /* V*D */
+    const int32_t *puzzle_ids;/* B (or NULL when ndim == 0) */
+    const float *puz_w;       /* num_ids*ndim (forward gathers rows by id) */
+    int ndim;                 /* puzzle embedding width (0 = none); padded with zeros to P*D */
+    const float *pos_w;       /* T*D learned positions, or NULL */
+    float scale;              /* sqrt(D) */
+} trm_embed_args;
+
+typedef struct trm_backend trm_backend;
+struct trm_backend {
+    const char *name;
+    trm_caps caps;
+    int use_bf16; /* set by policy when forward_dtype=bfloat16 and caps.bf16 */
+    void *ctx;
+
+    void (*destroy)(trm_backend *b);
+    /* ---- memory ---- */
+    void *(*alloc)(trm_backend *b, size_t bytes); /* zero-filled; NULL on failure */
+    void (*free)(trm_backend *b, void *p);
+    void (*to_device)(trm_backend *b, void *dst, const void *src, size_t bytes);
+    void (*to_host)(trm_backend *b, void *dst, const void *src, size_t bytes);
+    void (*copy)(trm_backend *b, void *dst, const void *src, size_t bytes);
+    void (*zero)(trm_backend *b, void *p, size_t bytes);
+    void (*sync)(trm_backend *b);
+
+    /* ---- GEMM: C[i] = alpha*op(A[i])*op(B[i]) + beta*C[i] for i < batch, with element strides
+     * sA, sB, sC between matrices; op(X) = Xᵀ when the t flag is set. (M×K)(K×N) → M×N. */
+    void (*gemm)(trm_backend *b, int ta, int tb, int M, int N, int K, float alpha,
+                 const float *A, int lda, int64_t sA, const float *B, int ldb, int64_t sB,
+                 float beta, float *C, int ldc, int64_t sC, int batch);
+
+    /* ---- elementwise ---- */
+    void (*add)(trm_backend *b, float *y, const float *x1, const float *x2, size_t n); /* y=x1+x2 */
+    void (*axpy)(trm_backend *b, float *y, const float *x, float alpha, size_t n);    /* y+=a*x */
+    /* out[b][j][i] = in[b][i][j] for in of shape (batch, rows, cols). */
+    void (*transpose)(trm_backend *b, float *out, const float *in, int batch, int rows, int cols);
+    /* y = rms(x + res) over the last dim; rstd[r] saved; res may be NULL. */
+    void (*rmsnorm_fwd)(trm_backend *b, float *y, float *rstd, const float *x, const float *res,
+                        int rows, int dim, float eps);
+    /* dx = rstd*(dy - y*mean(dy*y)) — the gradient w.r.t. (x + res). */
+    void (*rmsnorm_bwd)(trm_backend *b, float *dx, const float *dy, const float *y,
+                        const float *rstd, int rows, int dim);
+    /* gu: rows×2I ([g | u]); out: rows×I = silu(g)*u. */
+    void (*swiglu_fwd)(trm_backend *b, float *out, const float *gu, int rows, int I);
+    void (*swiglu_bwd)(trm_backend *b, float *dgu, const float *dout, const float *gu, int rows, int I);
+    /* qkv: (B,T,3H,hd); rotates q and k heads in place with cos/sin tables (T×hd). */
+    void (*rope_fwd)(trm_backend *b, float *qkv, const float *cos, const float *sin, int B, int T,
+                     int H, int hd);
+    /* The transpose rotation on dq, dk in place (dv untouched). */
+    void (*rope_bwd)(trm_backend *b, float *dqkv, const float *cos, const float *sin, int B, int T,
+                     int H, int hd);
+    /* Non-causal softmax(q·kᵀ/√hd)·v. out: (B,T,H,hd); lse: (B,H,T) saved for backward. */
+    void (*attention_fwd)(trm_backend *b, float *out, float *lse, const float *qkv, int B, int T,
+                          int H, int hd);
+    /* dqkv fully written (q, k and v parts). */
+    void (*attention_bwd)(trm_backend *b, float *dqkv, const float *dout, const float *qkv,
+                          const float *out, const float *lse, int B, int T, int H, int hd);
+    /* y[r][c] += bias[c] ; dbias[c] += Σ_r dy[r][c]. Row stride ld. */
+    void (*bias_fwd)(trm_backend *b, float *y, const float *bias, int rows, int cols, int ld);
+    void (*bias_bwd)(trm_backend *b, float *dbias, const float *dy, int rows, int cols, int ld);
+
+    /* ---- embeddings: out (B, T, D) ---- */
+    void (*embed_fwd)(trm_backend *b, float *out, const trm_embed_args *a);
+    /* dout (B,T,D) → accumulates d_tok_w (V×D) and d_pos_w (T×D, if pos); writes
+     * d_puz_rows (B×ndim, the gradient of the gathered puzzle rows) when ndim > 0. */
+    void (*embed_bwd)(trm_backend *b, const float *dout, const trm_embed_args *a, float *d_tok_w,
+                      float *d_pos_w, float *d_puz_rows);
+
+    /* ---- loss head and ACT ---- */
+    void (*loss_head)(trm_backend *b, const trm_loss_args *a);
+    /* Where halted: zH←H_init, zL←L_init (rows of width TD, broadcast D-vectors over T),
+     * steps←0, current data←new batch rows. */
+    void (*act_reset)(trm_backend *b, int B, int T, int D, int S, const uint8_t *halted,
+                      float *zH, float *zL, const float *H_init, const float *L_init,
+                      int32_t *steps, int32_t *cur_inputs, int32_t *cur_labels, int32_t *cur_pid,
+                      const int32_t *new_inputs, const int32_t *new_labels, const int32_t *new_pid);
+    /* steps += 1; halted = steps ≥ max; in training (max > 1): halted |= q_halt > 0 (or
+     * > q_continue); exploration with counter-based RNG keyed by (seed, rng_step, sample). */
+    void (*act_update)(trm_backend *b, int B, int32_t *steps, uint8_t *halted, const float *q,
+                       int halt_max_steps, int training, int no_act_continue, float explore_prob,
+                       uint64_t seed, uint64_t rng_step);
+
+    /* target_q_continue = sigmoid(steps ≥ max ? q_next_halt : max(q_next_halt, q_next_continue)) */
+    void (*q_target)(trm_backend *b, int B, float *target, const float *q_next, const int32_t *steps,
+                     int halt_max_steps);
+
+    /* ---- optimisers ---- */
+    /* AdamATan2 over n contiguous values; t counts from 1. */
+    void (*adam_atan2)(trm_backend *b, float *p, const float *g, float *m, float *v, size_t n,
+                       float lr, float wd, float beta1, float beta2, int64_t t);
+    /* Sparse sign-SGD: sum grad rows per unique id, then for those rows
+     * w ← w·(1 − lr·wd) − lr·sign(g). */
+    void (*sign_sgd_sparse)(trm_backend *b, float *weights, int ndim, const int32_t *ids,
+                            const float *grad_rows, int n, float lr, float wd);
+    /* shadow ← (1−rate)·p + rate·shadow */
+    void (*ema)(trm_backend *b, float *shadow, const float *p, size_t n, float rate);
+};
+
+/* ---- registry: the one global table of backends compiled into this binary ---- */
+typedef struct {
+    const char *name;
+    trm_caps caps;
+    /* Creates an instance for device index `index` (-1 = default); NULL + e on failure. */
+    trm_backend *(*create)(int index, trm_err *e);
+    /* Number of devices this backend sees (0 = unusable here); desc gets a one-line summary. */
+    int (*probe)(char *desc, size_t desc_len);
+} trm_backend_entry;
+
+const trm_backend_entry *trm_backend_find(const char *name);
+int trm_backend_count(void);
+const trm_backend_entry *trm_backend_at(int i);
+
+trm_backend *trm_cpu_backend_create(int index, trm_err *e);
+
+#endif

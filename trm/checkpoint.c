@@ -1,0 +1,303 @@
+/* checkpoint.c — save/load of trm checkpoints (see checkpoint.h). Device tensors are staged
+ * through host buffers so the format is the same whatever backend wrote it. */
+#include "checkpoint.h"
+
+#include <dirent.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "safetensors.h"
+
+#define CKPT_FORMAT "trm-checkpoint-1"
+
+typedef struct {
+    st_writer w;
+    void *bufs[512];
+    int nbufs;
+    trm_backend *be;
+} saver;
+
+static void add_dev(saver *s, const char *name, st_dtype dt, int ndim, const int64_t *shape,
+                    const void *dev, size_t bytes) {
+    void *h = xmalloc(bytes ? bytes : 1);
+    if (bytes) s->be->to_host(s->be, h, dev, bytes);
+    s->bufs[s->nbufs++] = h;
+    st_writer_add(&s->w, name, dt, ndim, shape, h);
+}
+
+static void add_params(saver *s, const trm_model *m, const char *prefix, const float *base) {
+    for (int i = 0; i < m->nparams; i++) {
+        const trm_param *p = &m->params[i];
+        char *nm = xasprintf("%s%s", prefix, p->name);
+        add_dev(s, nm, ST_F32, p->ndim, p->shape, base + p->offset, p->numel * sizeof(float));
+        free(nm);
+    }
+}
+
+int trm_checkpoint_save(const char *path, const trm_model *m, const char *config_yaml,
+                        const trm_ckpt_state *st, trm_err *e) {
+    saver s = {.nbufs = 0, .be = m->be};
+    st_writer_init(&s.w);
+    add_params(&s, m, "", m->ema ? m->ema : m->w);
+    if (m->ema) add_params(&s, m, "raw.", m->w);
+    add_params(&s, m, "optim.exp_avg.", m->m);
+    add_params(&s, m, "optim.exp_avg_sq.", m->v);
+    int64_t d1[1] = {m->D};
+    add_dev(&s, "inner.H_init", ST_F32, 1, d1, m->H_init, m->D * sizeof(float));
+    add_dev(&s, "inner.L_init", ST_F32, 1, d1, m->L_init, m->D * sizeof(float));
+    if (m->cfg.puzzle_emb_ndim) {
+        int64_t sh[2] = {m->cfg.num_puzzle_identifiers, m->cfg.puzzle_emb_ndim};
+        add_dev(&s, "inner.puzzle_emb.weights", ST_F32, 2, sh, m->puz_w,
+                (size_t)sh[0] * (size_t)sh[1] * sizeof(float));
+    }
+    int64_t zs[3] = {m->B, m->T, m->D}, bs[1] = {m->B}, ds[2] = {m->B, m->S};
+    size_t zb = (size_t)m->B * m->T * m->D * sizeof(float);
+    add_dev(&s, "carry.z_H", ST_F32, 3, zs, m->zH, zb);
+    add_dev(&s, "carry.z_L", ST_F32, 3, zs, m->zL, zb);
+    add_dev(&s, "carry.steps", ST_I32, 1, bs, m->steps, m->B * sizeof(int32_t));
+    add_dev(&s, "carry.halted", ST_BOOL, 1, bs, m->halted, (size_t)m->B);
+    add_dev(&s, "carry.inputs", ST_I32, 2, ds, m->cur_inputs, (size_t)m->B * m->S * sizeof(int32_t));
+    add_dev(&s, "carry.labels", ST_I32, 2, ds, m->cur_labels, (size_t)m->B * m->S * sizeof(int32_t));
+    add_dev(&s, "carry.puzzle_identifiers", ST_I32, 1, bs, m->cur_pid, m->B * sizeof(int32_t));
+
+    char buf[64];
+    st_writer_meta(&s.w, "format", CKPT_FORMAT);
+    st_writer_meta(&s.w, "trm_version", TRM_VERSION);
+    st_writer_meta(&s.w, "config", config_yaml ? config_yaml : "");
+    st_writer_meta(&s.w, "ema", m->ema ? "true" : "false");
+#define META_I(key, val) (snprintf(buf, sizeof buf, "%" PRId64, (int64_t)(val)), st_writer_meta(&s.w, key, buf))
+    META_I("step", st->step);
+    META_I("total_steps", st->total_steps);
+    META_I("world_size", st->world_size);
+    META_I("model.seq_len", m->S);
+    META_I("model.vocab_size", m->V);
+    META_I("model.num_puzzle_identifiers", m->cfg.num_puzzle_identifiers);
+    META_I("model.batch_size", m->B);
+    if (st->has_sampler) {
+        META_I("sampler.seed", st->sampler.seed);
+        META_I("sampler.epochs_per_iter", st->sampler.epochs_per_iter);
+        META_I("sampler.global_batch_size", st->sampler.global_batch_size);
+        META_I("sampler.iter", st->sampler.iter);
+        META_I("sampler.set_index", st->sampler.set_index);
+        META_I("sampler.group_pos", st->sampler.group_pos);
+        META_I("sampler.batch_index", st->sampler.batch_index);
+    }
+#undef META_I
+    int rc = st_writer_save(&s.w, path, e);
+    st_writer_free(&s.w);
+    for (int i = 0; i < s.nbufs; i++) free(s.bufs[i]);
+    return rc;
+}
+
+/* ---- loading ---- */
+
+static const st_tensor *find_any(const st_file *f, const char *name) {
+    const st_tensor *t = st_find(f, name);
+    if (!t) {
+        char *alt = xasprintf("_orig_mod.model.%s", name);
+        t = st_find(f, alt);
+        free(alt);
+    }
+    return t;
+}
+
+static int shape_is(const st_tensor *t, int ndim, const int64_t *shape) {
+    if (t->ndim != ndim) return 0;
+    for (int i = 0; i < ndim; i++)
+        if (t->shape[i] != shape[i]) return 0;
+    return 1;
+}
+
+static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape) {
+    size_t o = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndim && o < n; i++) o += (size_t)snprintf(buf + o, n - o, "%s%" PRId64, i ? ", " : "", shape[i]);
+    if (o < n) snprintf(buf + o, n - o, "]");
+}
+
+/* Reads a float tensor of the expected shape into device memory. */
+static int load_f32(trm_backend *be, const st_file *f, const char *path, const char *name, int ndim,
+                    const int64_t *shape, float *dev, int required, trm_err *e) {
+    const st_tensor *t = find_any(f, name);
+    if (!t) return required ? trm_errf(e, "%s: tensor %s missing", path, name) : 1;
+    if (!shape_is(t, ndim, shape)) {
+        char a[96], b[96];
+        shape_str(a, sizeof a, t->ndim, t->shape);
+        shape_str(b, sizeof b, ndim, shape);
+        return trm_errf(e, "%s: tensor %s has shape %s, the model needs %s (does the config match?)",
+                        path, name, a, b);
+    }
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= (size_t)shape[i];
+    float *h = xmalloc(n * sizeof(float) + 1);
+    if (st_read_f32(t, h, e)) {
+        free(h);
+        return trm_err_prefix(e, "%s: %s", path, name);
+    }
+    be->to_device(be, dev, h, n * sizeof(float));
+    free(h);
+    return 0;
+}
+
+static int load_params(trm_model *m, const st_file *f, const char *path, const char *prefix,
+                       float *base, int required, trm_err *e) {
+    for (int i = 0; i < m->nparams; i++) {
+        const trm_param *p = &m->params[i];
+        char *nm = xasprintf("%s%s", prefix, p->name);
+        int rc = load_f32(m->be, f, path, nm, p->ndim, p->shape, base + p->offset, required, e);
+        free(nm);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static int load_puzzle(trm_model *m, const st_file *f, const char *path, int allow_reset, trm_err *e) {
+    if (!m->cfg.puzzle_emb_ndim) return 0;
+    int64_t sh[2] = {m->cfg.num_puzzle_identifiers, m->cfg.puzzle_emb_ndim};
+    const st_tensor *t = find_any(f, "inner.puzzle_emb.weights");
+    if (!t) return trm_errf(e, "%s: tensor inner.puzzle_emb.weights missing", path);
+    if (shape_is(t, 2, sh)) return load_f32(m->be, f, path, "inner.puzzle_emb.weights", 2, sh, m->puz_w, 1, e);
+    if (!allow_reset || t->ndim != 2 || t->shape[1] != sh[1])
+        return load_f32(m->be, f, path, "inner.puzzle_emb.weights", 2, sh, m->puz_w, 1, e); /* shape error */
+    /* the reference resets a table of another size to its mean row */
+    size_t rows = (size_t)t->shape[0], cols = (size_t)sh[1];
+    float *h = xmalloc(rows * cols * sizeof(float) + 1);
+    if (st_read_f32(t, h, e)) {
+        free(h);
+        return -1;
+    }
+    float *mean = xcalloc(cols, sizeof(float));
+    for (size_t c = 0; c < cols; c++) {
+        double acc = 0;
+        for (size_t r = 0; r < rows; r++) acc += h[r * cols + c];
+        mean[c] = (float)(acc / (double)(rows ? rows : 1));
+    }
+    float *full = xmalloc((size_t)sh[0] * cols * sizeof(float));
+    for (int64_t r = 0; r < sh[0]; r++) memcpy(full + (size_t)r * cols, mean, cols * sizeof(float));
+    m->be->to_device(m->be, m->puz_w, full, (size_t)sh[0] * cols * sizeof(float));
+    fprintf(stderr, "trm: puzzle embedding table of %zu rows reset to its mean row for %" PRId64 " puzzle ids\n", rows, sh[0]);
+    free(h);
+    free(mean);
+    free(full);
+    return 0;
+}
+
+static int load_inits(trm_model *m, const st_file *f, const char *path, trm_err *e) {
+    int64_t d1[1] = {m->D};
+    if (load_f32(m->be, f, path, "inner.H_init", 1, d1, m->H_init, 1, e)) return -1;
+    return load_f32(m->be, f, path, "inner.L_init", 1, d1, m->L_init, 1, e);
+}
+
+int trm_checkpoint_load_weights(trm_model *m, const char *path, int allow_puzzle_reset, trm_err *e) {
+    st_file f;
+    if (st_open(&f, path, e)) return -1;
+    int rc = load_params(m, &f, path, "", m->w, 1, e);
+    if (!rc) rc = load_inits(m, &f, path, e);
+    if (!rc) rc = load_puzzle(m, &f, path, allow_puzzle_reset, e);
+    if (!rc && m->ema) m->be->copy(m->be, m->ema, m->w, m->n_flat * sizeof(float));
+    st_close(&f);
+    return rc ? -1 : 0;
+}
+
+static int meta_i64(const st_file *f, const char *path, const char *key, int64_t *out, trm_err *e) {
+    const char *v = st_meta_get(f, key);
+    char *end;
+    if (!v) return trm_errf(e, "%s: metadata '%s' missing (not a trm training checkpoint?)", path, key);
+    long long x = strtoll(v, &end, 10);
+    if (*end || end == v) return trm_errf(e, "%s: metadata '%s' is not an integer: '%s'", path, key, v);
+    *out = x;
+    return 0;
+}
+
+static int load_int_tensor(trm_backend *be, const st_file *f, const char *path, const char *name,
+                           st_dtype dt, size_t count, void *dev, trm_err *e) {
+    const st_tensor *t = st_find(f, name);
+    if (!t) return trm_errf(e, "%s: tensor %s missing", path, name);
+    if (t->dtype != dt || t->nbytes != count * (size_t)st_dtype_size(dt))
+        return trm_errf(e, "%s: tensor %s has the wrong dtype or size for this batch size", path, name);
+    be->to_device(be, dev, t->data, t->nbytes);
+    return 0;
+}
+
+int trm_checkpoint_resume(trm_model *m, const char *path, trm_ckpt_state *st, trm_err *e) {
+    st_file f;
+    if (st_open(&f, path, e)) return -1;
+    int rc = -1;
+    memset(st, 0, sizeof *st);
+    const char *fmt = st_meta_get(&f, "format");
+    if (!fmt || strcmp(fmt, CKPT_FORMAT)) {
+        trm_errf(e, "%s: not a trm training checkpoint (format '%s'); use load_checkpoint= for weights only",
+                 path, fmt ? fmt : "none");
+        goto out;
+    }
+    const char *ema = st_meta_get(&f, "ema");
+    int has_raw = ema && !strcmp(ema, "true");
+    if (load_params(m, &f, path, has_raw ? "raw." : "", m->w, 1, e)) goto out;
+    if (m->ema) {
+        if (load_params(m, &f, path, "", m->ema, 1, e)) goto out;
+    }
+    if (load_params(m, &f, path, "optim.exp_avg.", m->m, 1, e)) goto out;
+    if (load_params(m, &f, path, "optim.exp_avg_sq.", m->v, 1, e)) goto out;
+    if (load_inits(m, &f, path, e) || load_puzzle(m, &f, path, 0, e)) goto out;
+    int64_t zs[3] = {m->B, m->T, m->D};
+    if (load_f32(m->be, &f, path, "carry.z_H", 3, zs, m->zH, 1, e)) goto out;
+    if (load_f32(m->be, &f, path, "carry.z_L", 3, zs, m->zL, 1, e)) goto out;
+    size_t B = (size_t)m->B, BS = (size_t)m->B * m->S;
+    if (load_int_tensor(m->be, &f, path, "carry.steps", ST_I32, B, m->steps, e) ||
+        load_int_tensor(m->be, &f, path, "carry.halted", ST_BOOL, B, m->halted, e) ||
+        load_int_tensor(m->be, &f, path, "carry.inputs", ST_I32, BS, m->cur_inputs, e) ||
+        load_int_tensor(m->be, &f, path, "carry.labels", ST_I32, BS, m->cur_labels, e) ||
+        load_int_tensor(m->be, &f, path, "carry.puzzle_identifiers", ST_I32, B, m->cur_pid, e))
+        goto out;
+    int64_t ws = 1, v;
+    if (meta_i64(&f, path, "step", &st->step, e) || meta_i64(&f, path, "total_steps", &st->total_steps, e)) goto out;
+    if (st_meta_get(&f, "world_size") && meta_i64(&f, path, "world_size", &ws, e)) goto out;
+    st->world_size = (int)ws;
+    if (st_meta_get(&f, "sampler.iter")) {
+        trm_sampler_state *s = &st->sampler;
+        if (meta_i64(&f, path, "sampler.seed", &v, e)) goto out;
+        s->seed = (uint64_t)v;
+        if (meta_i64(&f, path, "sampler.epochs_per_iter", &s->epochs_per_iter, e) ||
+            meta_i64(&f, path, "sampler.global_batch_size", &s->global_batch_size, e) ||
+            meta_i64(&f, path, "sampler.iter", &s->iter, e) ||
+            meta_i64(&f, path, "sampler.group_pos", &s->group_pos, e) ||
+            meta_i64(&f, path, "sampler.batch_index", &s->batch_index, e) ||
+            meta_i64(&f, path, "sampler.set_index", &v, e))
+            goto out;
+        s->set_index = (int)v;
+        st->has_sampler = 1;
+    }
+    rc = 0;
+out:
+    st_close(&f);
+    return rc;
+}
+
+char *trm_checkpoint_config(const char *path, trm_err *e) {
+    st_file f;
+    if (st_open(&f, path, e)) return NULL;
+    const char *c = st_meta_get(&f, "config");
+    char *out = c && *c ? xstrdup(c) : NULL;
+    if (!out) trm_errf(e, "%s: no config stored in the checkpoint metadata", path);
+    st_close(&f);
+    return out;
+}
+
+char *trm_checkpoint_latest(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return NULL;
+    struct dirent *de;
+    long long best = -1;
+    while ((de = readdir(d))) {
+        long long stp;
+        char tail[32];
+        if (sscanf(de->d_name, "step_%lld%31s", &stp, tail) == 2 && !strcmp(tail, ".safetensors") && stp > best)
+            best = stp;
+    }
+    closedir(d);
+    if (best < 0) return NULL;
+    char *name = xasprintf("step_%lld.safetensors", best);
+    char *p = trm_path_join(dir, name);
+    free(name);
+    return p;
+}

@@ -1,0 +1,33 @@
+/* checkpoint.h — trm checkpoints as safetensors: fp32 master weights under the reference's
+ * state-dict names (EMA weights there when EMA is on, the raw ones under "raw."), optimiser
+ * moments, puzzle embeddings, ACT carry, and the step/sampler/config in the metadata, so a
+ * run resumes exactly and any device can load what another wrote. */
+#ifndef TRM_CHECKPOINT_H
+#define TRM_CHECKPOINT_H
+#include <stdint.h>
+
+#include "dataset.h"
+#include "model.h"
+#include "util.h"
+
+typedef struct {
+    int64_t step;             /* optimizer updates done */
+    int64_t total_steps;
+    trm_sampler_state sampler;
+    int has_sampler;
+    int world_size;
+} trm_ckpt_state;
+
+int trm_checkpoint_save(const char *path, const trm_model *m, const char *config_yaml,
+                        const trm_ckpt_state *st, trm_err *e);
+/* Inference/fine-tune weights (`inner.*`, reference names; a `_orig_mod.model.` prefix is
+ * accepted). A puzzle table of another shape is reset to the mean row when allowed. */
+int trm_checkpoint_load_weights(trm_model *m, const char *path, int allow_puzzle_reset, trm_err *e);
+/* Everything for an exact continuation: weights, moments, EMA, carry, step and sampler. */
+int trm_checkpoint_resume(trm_model *m, const char *path, trm_ckpt_state *st, trm_err *e);
+/* The resolved config YAML stored in a checkpoint (malloc'd), or NULL + e. */
+char *trm_checkpoint_config(const char *path, trm_err *e);
+/* Newest step_<N>.safetensors in dir (malloc'd path), NULL if none. */
+char *trm_checkpoint_latest(const char *dir);
+
+#endif

@@ -1,0 +1,28 @@
+/* cli_common.c — helpers shared by the commands: splitting key=value overrides. */
+#include <string.h>
+
+#include "commands.h"
+
+static int is_override_word(const char *w) {
+    if (w[0] == '~') return w[1] != 0;
+    return strchr(w, '=') != NULL && w[0] != '=' && w[0] != '-';
+}
+
+int trm_collect_overrides(int argc, char **argv, const char **cfg_name, char ***overrides,
+                          int *noverrides, trm_err *e) {
+    *cfg_name = NULL;
+    *overrides = xcalloc((size_t)argc + 1, sizeof **overrides);
+    *noverrides = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *w = argv[i];
+        if (!is_override_word(w))
+            return trm_errf(e, "unexpected argument '%s' (expected key=value, +key=value, "
+                               "++key=value, ~key or cfg=NAME)", w);
+        if (strncmp(w, "cfg=", 4) == 0 || strncmp(w, "--config-name=", 14) == 0) {
+            *cfg_name = strchr(w, '=') + 1;
+            continue;
+        }
+        (*overrides)[(*noverrides)++] = argv[i];
+    }
+    return 0;
+}

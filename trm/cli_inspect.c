@@ -1,0 +1,174 @@
+/* cli_inspect.c — `trm inspect FILE...`: metadata and tensor table of safetensors files,
+ * with checksums verified by st_open. A bad file is reported and the others still shown. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "safetensors.h"
+
+#define INSPECT_MAX_LINES 40  /* of a multi-line metadata value such as "config" */
+#define INSPECT_MAX_WIDTH 160 /* bytes of one shown line */
+
+static int cmp_meta_key(const void *a, const void *b) {
+    return strcmp((*(const st_meta_kv *const *)a)->key, (*(const st_meta_kv *const *)b)->key);
+}
+
+static int is_crc_key(const char *k) { return strncmp(k, "crc32.", 6) == 0; }
+
+/* Columns print_sanitized will use for s, for aligning the table. */
+static int sanitized_cols(const char *s) {
+    int cols = 0;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        cols += (c < 0x20 && c != '\t') || c == 0x7F ? 4 : (c & 0xC0) != 0x80;
+    }
+    return cols;
+}
+
+/* Writes n bytes of s with control characters as \xNN (they would garble the terminal);
+ * returns the number of columns used (UTF-8 continuation bytes take none). */
+static int print_sanitized(const char *s, size_t n) {
+    int cols = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c < 0x20 && c != '\t') || c == 0x7F) {
+            printf("\\x%02x", c);
+            cols += 4;
+        } else {
+            putchar(c);
+            cols += (c & 0xC0) != 0x80;
+        }
+    }
+    return cols;
+}
+
+static void print_line_clipped(const char *s, size_t n) {
+    size_t k = n;
+    if (k > INSPECT_MAX_WIDTH) { /* cut on a UTF-8 character boundary */
+        k = INSPECT_MAX_WIDTH;
+        while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80)
+            k--;
+    }
+    print_sanitized(s, k);
+    if (n > INSPECT_MAX_WIDTH) printf("... (%zu bytes)", n);
+    putchar('\n');
+}
+
+/* Single-line values follow the key; multi-line ones go below it, indented and cut. */
+static void print_meta_value(const char *v) {
+    if (!strchr(v, '\n')) {
+        print_line_clipped(v, strlen(v));
+        return;
+    }
+    int total = 0, shown = 0;
+    for (const char *p = v; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        total++;
+        p += n + (nl ? 1 : 0);
+    }
+    printf("|\n");
+    for (const char *p = v; *p && shown < INSPECT_MAX_LINES; shown++) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        printf("      ");
+        print_line_clipped(p, n);
+        p += n + (nl ? 1 : 0);
+    }
+    if (total > shown) printf("      ... (%d more lines)\n", total - shown);
+}
+
+static void print_metadata(const st_file *f) {
+    const st_meta_kv **kv = xmalloc(((size_t)f->nmeta + 1) * sizeof *kv);
+    int n = 0, ncrc = 0;
+    for (int i = 0; i < f->nmeta; i++) {
+        if (is_crc_key(f->meta[i].key))
+            ncrc++;
+        else
+            kv[n++] = &f->meta[i];
+    }
+    qsort(kv, (size_t)n, sizeof *kv, cmp_meta_key);
+    printf("  metadata:%s\n", n == 0 && ncrc == 0 ? " (none)" : "");
+    for (int i = 0; i < n; i++) {
+        printf("    ");
+        print_sanitized(kv[i]->key, strlen(kv[i]->key));
+        printf(": ");
+        print_meta_value(kv[i]->value);
+    }
+    if (ncrc)
+        printf("    crc32: verified for %d tensors\n", ncrc);
+    else if (n)
+        printf("    crc32: none (checksums not verified)\n");
+    free(kv);
+}
+
+static void shape_text(char *buf, size_t cap, const st_tensor *t) {
+    size_t k = (size_t)snprintf(buf, cap, "[");
+    for (int d = 0; d < t->ndim && k < cap; d++)
+        k += (size_t)snprintf(buf + k, cap - k, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+    if (k < cap) snprintf(buf + k, cap - k, "]");
+}
+
+static void print_tensors(const st_file *f) {
+    int wname = 4, wshape = 5;
+    char sh[256];
+    for (int i = 0; i < f->ntensors; i++) {
+        int l = sanitized_cols(f->tensors[i].name);
+        if (l > wname) wname = l;
+        shape_text(sh, sizeof sh, &f->tensors[i]);
+        if ((int)strlen(sh) > wshape) wshape = (int)strlen(sh);
+    }
+    if (wname > 80) wname = 80;
+    printf("  tensors:\n    %-*s  %-5s  %-*s  %s\n", wname, "name", "dtype", wshape, "shape", "bytes");
+    size_t total = 0;
+    for (int i = 0; i < f->ntensors; i++) {
+        const st_tensor *t = &f->tensors[i];
+        shape_text(sh, sizeof sh, t);
+        printf("    ");
+        int used = print_sanitized(t->name, strlen(t->name));
+        printf("%*s  %-5s  %-*s  %zu\n", used < wname ? wname - used : 0, "", st_dtype_name(t->dtype), wshape, sh,
+               t->nbytes);
+        total += t->nbytes;
+    }
+    printf("  total: %d tensors, %zu bytes (%.2f MiB)\n", f->ntensors, total, (double)total / (1024.0 * 1024.0));
+}
+
+static int inspect_one(const char *path, int blank_line_first) {
+    st_file f;
+    trm_err e;
+    if (st_open(&f, path, &e) != 0) {
+        fprintf(stderr, "trm inspect: %s\n", e.msg);
+        return -1;
+    }
+    if (blank_line_first) printf("\n");
+    printf("%s (%zu bytes)\n", path, f.map.size);
+    print_metadata(&f);
+    print_tensors(&f);
+    st_close(&f);
+    return 0;
+}
+
+int cmd_inspect(int argc, char **argv, const trm_globals *g) {
+    (void)g;
+    int nfiles = 0;
+    for (int i = 0; i < argc; i++) {
+        if (argv[i][0] == '-' && argv[i][1] != 0) {
+            fprintf(stderr, "trm inspect: unknown option '%s'\nusage: trm inspect FILE [FILE ...]\n", argv[i]);
+            return 2;
+        }
+        nfiles++;
+    }
+    if (nfiles == 0) {
+        fprintf(stderr, "usage: trm inspect FILE [FILE ...]\n");
+        return 2;
+    }
+    int rc = 0, shown = 0;
+    for (int i = 0; i < argc; i++) {
+        fflush(stdout); /* keep stdout and stderr lines in order on a shared terminal */
+        if (inspect_one(argv[i], shown > 0) != 0)
+            rc = 1;
+        else
+            shown++;
+    }
+    return rc;
+}

@@ -1,0 +1,413 @@
+/* cli_train.c — `trm pretrain` (config composition, resume lookup) and `trm generate`
+ * (evaluate a checkpoint on a dataset or on puzzles typed on the command line). */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "commands.h"
+#include "device.h"
+#include "npy.h"
+#include "safetensors.h"
+#include "train.h"
+
+/* Keys the reference's users add with `+key=v`; trm also accepts them without the `+`. */
+static int is_optional_key(const char *ov) {
+    static const char *const keys[] = {"project_name=", "run_name=", "load_checkpoint=", "checkpoint_path=",
+                                       "resume=", "eval_save_outputs=", "stop_after_steps="};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!strncmp(ov, keys[i], strlen(keys[i]))) return 1;
+    return 0;
+}
+
+static char **normalise_overrides(char **ov, int n) {
+    char **out = xcalloc((size_t)n + 1, sizeof *out);
+    for (int i = 0; i < n; i++) {
+        const char *w = ov[i];
+        while (*w == '+') w++;
+        out[i] = is_optional_key(w) ? xasprintf("++%s", w) : xstrdup(ov[i]);
+    }
+    return out;
+}
+
+static void free_strs(char **s, int n) {
+    for (int i = 0; i < n; i++) free(s[i]);
+    free(s);
+}
+
+static char *dirname_of(const char *p) {
+    const char *s = strrchr(p, '/');
+    return s ? xstrndup(p, (size_t)(s - p) ? (size_t)(s - p) : 1) : xstrdup(".");
+}
+
+/* The config of a checkpoint with command-line overrides applied on top. */
+static cfg_node *config_from_checkpoint(const char *ckpt, const cfg_search *search, char **ov, int n, trm_err *e) {
+    char *yaml = trm_checkpoint_config(ckpt, e);
+    if (!yaml) return NULL;
+    char *name = xasprintf("%s (stored config)", ckpt);
+    cfg_node *cfg = cfg_parse(yaml, strlen(yaml), name, e);
+    free(name);
+    free(yaml);
+    if (!cfg) return NULL;
+    for (int i = 0; i < n; i++)
+        if (cfg_apply_override(cfg, search, ov[i], e)) {
+            cfg_free(cfg);
+            return NULL;
+        }
+    if (cfg_resolve(cfg, e)) {
+        cfg_free(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
+static const char *cfg_str_or_null(const cfg_node *cfg, const char *key) {
+    cfg_node *n = cfg_get(cfg, key);
+    return n && n->type == CFG_STR ? n->s : NULL;
+}
+
+/* Finds the checkpoint to resume from (NULL = start fresh); may set checkpoint_path. */
+static int find_resume(cfg_node *cfg, char **resume_path, trm_err *e) {
+    *resume_path = NULL;
+    const char *r = cfg_str_or_null(cfg, "resume");
+    if (!r) return 0;
+    if (strcmp(r, "auto") != 0) {
+        if (!trm_file_exists(r)) return trm_errf(e, "resume=%s: no such checkpoint file", r);
+        *resume_path = xstrdup(r);
+        return 0;
+    }
+    const char *dir = cfg_str_or_null(cfg, "checkpoint_path");
+    char *owned = NULL;
+    if (!dir) {
+        trm_run_config rc;
+        if (!cfg_str_or_null(cfg, "run_name"))
+            return trm_errf(e, "resume=auto needs the run to be named: add +run_name=NAME or checkpoint_path=DIR");
+        if (trm_run_config_read(&rc, cfg, e)) return -1;
+        cfg_node *tmp = cfg_clone(cfg);
+        trm_fill_run_names(tmp, &rc);
+        owned = xstrdup(cfg_get(tmp, "checkpoint_path")->s);
+        cfg_free(tmp);
+        trm_run_config_free(&rc);
+        dir = owned;
+    }
+    *resume_path = trm_checkpoint_latest(dir);
+    if (!*resume_path) printf("resume=auto: no checkpoint in %s yet; starting a new run\n", dir);
+    free(owned);
+    return 0;
+}
+
+int cmd_pretrain(int argc, char **argv, const trm_globals *g) {
+    const char *cfg_name;
+    char **raw_ov;
+    int n;
+    trm_err e = {{0}};
+    if (trm_collect_overrides(argc, argv, &cfg_name, &raw_ov, &n, &e)) {
+        fprintf(stderr, "trm pretrain: %s\n", e.msg);
+        free(raw_ov);
+        return 2;
+    }
+    char **ov = normalise_overrides(raw_ov, n);
+    free(raw_ov);
+    cfg_node *cfg = cfg_compose(&g->search, cfg_name ? cfg_name : "cfg_pretrain", n, ov, &e);
+    char *resume_path = NULL;
+    int rc = 2;
+    if (!cfg || find_resume(cfg, &resume_path, &e)) {
+        fprintf(stderr, "trm pretrain: %s\n", e.msg);
+        goto out;
+    }
+    if (resume_path) {
+        cfg_node *stored = config_from_checkpoint(resume_path, &g->search, ov, n, &e);
+        if (!stored) {
+            fprintf(stderr, "trm pretrain: %s\n", e.msg);
+            goto out;
+        }
+        if (!cfg_get(stored, "checkpoint_path") || cfg_get(stored, "checkpoint_path")->type != CFG_STR) {
+            cfg_node *cp = cfg_new(CFG_STR);
+            cp->s = dirname_of(resume_path);
+            cfg_set(stored, "checkpoint_path", cp);
+        }
+        cfg_free(cfg);
+        cfg = stored;
+    }
+    rc = trm_pretrain_main(cfg, resume_path);
+out:
+    cfg_free(cfg);
+    free(resume_path);
+    free_strs(ov, n);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * generate
+ * ------------------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *checkpoint, *data, *split, *output;
+    const char **inputs;
+    int ninputs, json;
+    int64_t batch_size;
+    char **overrides;
+    int noverrides;
+} gen_args;
+
+static int parse_gen_args(int argc, char **argv, gen_args *a, trm_err *e) {
+    memset(a, 0, sizeof *a);
+    a->split = "test";
+    a->inputs = xcalloc((size_t)argc + 1, sizeof *a->inputs);
+    a->overrides = xcalloc((size_t)argc + 1, sizeof *a->overrides);
+    for (int i = 0; i < argc; i++) {
+        const char *w = argv[i];
+#define VAL(opt) (i + 1 < argc ? argv[++i] : (trm_errf(e, "%s needs a value", opt), (char *)NULL))
+        if (!strcmp(w, "--checkpoint")) { if (!(a->checkpoint = VAL(w))) return -1; }
+        else if (!strcmp(w, "--data")) { if (!(a->data = VAL(w))) return -1; }
+        else if (!strcmp(w, "--split")) { if (!(a->split = VAL(w))) return -1; }
+        else if (!strcmp(w, "--output")) { if (!(a->output = VAL(w))) return -1; }
+        else if (!strcmp(w, "--input")) { if (!(a->inputs[a->ninputs++] = VAL(w))) return -1; }
+        else if (!strcmp(w, "--batch-size")) {
+            const char *v = VAL(w);
+            char *end;
+            if (!v) return -1;
+            a->batch_size = strtoll(v, &end, 10);
+            if (*end || a->batch_size < 1) return trm_errf(e, "--batch-size: expected a positive integer, got '%s'", v);
+        } else if (!strcmp(w, "--json")) a->json = 1;
+        else if (w[0] != '-' && strchr(w, '=')) a->overrides[a->noverrides++] = argv[i];
+        else return trm_errf(e, "unexpected argument '%s' (see trm help generate)", w);
+#undef VAL
+    }
+    if (!a->checkpoint) return trm_errf(e, "--checkpoint FILE is required");
+    if (!a->data && !a->ninputs) return trm_errf(e, "give --data DIR or --input TEXT");
+    return 0;
+}
+
+static int meta_int(const char *ckpt, const char *key, int64_t *out, trm_err *e) {
+    st_file f;
+    if (st_open(&f, ckpt, e)) return -1;
+    const char *v = st_meta_get(&f, key);
+    int rc = 0;
+    if (!v) rc = trm_errf(e, "%s: metadata '%s' missing (not written by trm pretrain?)", ckpt, key);
+    else *out = strtoll(v, NULL, 10);
+    st_close(&f);
+    return rc;
+}
+
+/* Token conventions of SPEC §7 for typed puzzles, chosen from the text itself:
+ * maze text (any of "#SGo": characters "# SGo" → 1..5, newlines separate rows),
+ * token ids (the text has commas: "1,10,3"), else Sudoku-style digits ('.'/'0' blank → 1,
+ * digit d → d+1; spaces, '|', '-', '+' and newlines are layout). */
+enum { MODE_DIGITS, MODE_MAZE, MODE_IDS };
+
+static int input_mode(const char *text) {
+    if (strpbrk(text, "#SGo")) return MODE_MAZE;
+    if (strchr(text, ',')) return MODE_IDS;
+    return MODE_DIGITS;
+}
+
+static int next_token(const char **pp, int mode, int *tok) {
+    const char *p = *pp;
+    for (;; p++) {
+        if (!*p) return 0;
+        if (*p == '\n' || *p == '\r') continue;
+        if (mode != MODE_MAZE && strchr(" ,|-+\t", *p)) continue;
+        break;
+    }
+    if (mode == MODE_MAZE) {
+        const char *k = strchr("# SGo", *p);
+        *tok = k ? (int)(k - "# SGo") + 1 : -1;
+        *pp = p + 1;
+    } else if (mode == MODE_IDS) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        *tok = end == p ? -1 : (int)v;
+        *pp = end == p ? p + 1 : end;
+    } else {
+        *tok = *p == '.' ? 1 : (*p >= '0' && *p <= '9') ? *p - '0' + 1 : -1;
+        *pp = p + 1;
+    }
+    return 1;
+}
+
+static int parse_puzzles(const char *text, int S, int V, int32_t **out, int *count, trm_err *e) {
+    int mode = input_mode(text), cap = 16, n = 0, pos = 0, tok;
+    int32_t *toks = xmalloc(sizeof(int32_t) * (size_t)cap * S);
+    const char *p = text;
+    while (next_token(&p, mode, &tok)) {
+        if (tok < 0 || tok >= V) {
+            free(toks);
+            return trm_errf(e, "--input: '%c' at offset %d is not a token of this model (vocabulary 0..%d)", p[-1],
+                            (int)(p - text) - 1, V - 1);
+        }
+        if (n * S + pos >= cap * S) toks = xrealloc(toks, sizeof(int32_t) * (size_t)(cap *= 2) * S);
+        toks[n * S + pos++] = tok;
+        if (pos == S) n++, pos = 0;
+    }
+    if (pos != 0 || n == 0) {
+        free(toks);
+        return trm_errf(e, "--input: %d tokens do not make whole puzzles of seq_len %d", n * S + pos, S);
+    }
+    *out = toks;
+    *count = n;
+    return 0;
+}
+
+static void print_grid(const int32_t *t, int S, int mode) {
+    int side = (int)lround(sqrt((double)S));
+    for (int i = 0; i < S; i++) {
+        int v = t[i];
+        if (mode == MODE_DIGITS) putchar(v >= 2 && v <= 10 ? '0' + v - 1 : '.');
+        else if (mode == MODE_MAZE) putchar(v >= 1 && v <= 5 ? "# SGo"[v - 1] : '?');
+        else printf("%d%s", v, (i + 1) % side ? "," : "");
+        if (side * side == S && (i + 1) % side == 0) putchar('\n');
+    }
+    if (side * side != S) putchar('\n');
+}
+
+static int run_inputs(trm_model *m, const gen_args *a, trm_err *e) {
+    int32_t *all = NULL;
+    int total = 0;
+    for (int i = 0; i < a->ninputs; i++) {
+        int32_t *t = NULL;
+        int c = 0;
+        if (parse_puzzles(a->inputs[i], m->S, m->V, &t, &c, e)) {
+            free(all);
+            return -1;
+        }
+        all = xrealloc(all, sizeof(int32_t) * (size_t)(total + c) * m->S);
+        memcpy(all + (size_t)total * m->S, t, sizeof(int32_t) * (size_t)c * m->S);
+        total += c;
+        free(t);
+    }
+    int32_t *in = xcalloc((size_t)m->B * m->S, sizeof(int32_t)), *lab = xmalloc(sizeof(int32_t) * (size_t)m->B * m->S);
+    int32_t *pid = xcalloc((size_t)m->B, sizeof(int32_t)), *preds = xmalloc(sizeof(int32_t) * (size_t)m->B * m->S);
+    float *q = xmalloc(sizeof(float) * 2 * (size_t)m->B);
+    int *first_halt = xmalloc(sizeof(int) * (size_t)m->B);
+    for (int i = 0; i < m->B * m->S; i++) lab[i] = -100;
+    for (int start = 0; start < total; start += m->B) {
+        int nb = total - start < m->B ? total - start : m->B;
+        memset(in, 0, sizeof(int32_t) * (size_t)m->B * m->S);
+        memcpy(in, all + (size_t)start * m->S, sizeof(int32_t) * (size_t)nb * m->S);
+        trm_model_set_batch(m, in, lab, pid);
+        trm_model_reset_carry(m);
+        for (int b = 0; b < m->B; b++) first_halt[b] = 0;
+        for (int s = 1; s <= m->cfg.halt_max_steps; s++) {
+            trm_step_opts so = {.training = 0, .want_grad = 0, .grad_scale = 1.0f};
+            trm_model_act_step(m, &so);
+            m->be->to_host(m->be, q, m->q, sizeof(float) * 2 * (size_t)m->B);
+            for (int b = 0; b < nb; b++)
+                if (!first_halt[b] && q[2 * b] > 0) first_halt[b] = s;
+        }
+        m->be->to_host(m->be, preds, m->preds, sizeof(int32_t) * (size_t)m->B * m->S);
+        for (int b = 0; b < nb; b++) {
+            printf("puzzle %d:\n", start + b + 1);
+            print_grid(all + (size_t)(start + b) * m->S, m->S, input_mode(a->inputs[0]));
+            printf("prediction (%d ACT steps; q_halt first > 0 at step %s%d; halting confidence %.3f):\n",
+                   m->cfg.halt_max_steps, first_halt[b] ? "" : "never, ", first_halt[b], 1.0 / (1.0 + exp(-q[2 * b])));
+            print_grid(preds + (size_t)b * m->S, m->S, input_mode(a->inputs[0]));
+        }
+    }
+    free(all); free(in); free(lab); free(pid); free(preds); free(q); free(first_halt);
+    return 0;
+}
+
+static int save_outputs(const char *path, const trm_eval_outputs *o, int S, trm_err *e) {
+    int64_t sh[2] = {o->n, S};
+    if (npy_write(path, NPY_I32, 2, sh, o->preds, e)) return -1;
+    size_t len = strlen(path);
+    char *qp = len > 4 && !strcmp(path + len - 4, ".npy") ? xasprintf("%.*s_q_halt.npy", (int)(len - 4), path)
+                                                            : xasprintf("%s_q_halt.npy", path);
+    int rc = npy_write(qp, NPY_F32, 1, sh, o->q_halt, e);
+    if (!rc) fprintf(stderr, "predictions: %s, halting logits: %s\n", path, qp);
+    free(qp);
+    return rc;
+}
+
+static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
+    int rc = -1;
+    cfg_node *cfg = config_from_checkpoint(a->checkpoint, &g->search, a->overrides, a->noverrides, e);
+    if (!cfg) return -1;
+    trm_run_config rc_;
+    trm_dataset d;
+    int have_data = 0;
+    trm_backend *be = NULL;
+    trm_model m;
+    memset(&m, 0, sizeof m);
+    memset(&d, 0, sizeof d);
+    if (trm_run_config_read(&rc_, cfg, e)) goto out_cfg;
+    trm_dataset_meta meta = {0};
+    int64_t v = 0;
+    if (meta_int(a->checkpoint, "model.seq_len", &v, e)) goto out;
+    meta.seq_len = v;
+    if (meta_int(a->checkpoint, "model.vocab_size", &v, e)) goto out;
+    meta.vocab_size = v;
+    if (meta_int(a->checkpoint, "model.num_puzzle_identifiers", &v, e)) goto out;
+    meta.num_puzzle_identifiers = v;
+    if (a->data) {
+        const char *paths[1] = {a->data};
+        if (trm_dataset_open(&d, paths, 1, a->split, e)) goto out;
+        have_data = 1;
+        if (d.meta.seq_len != meta.seq_len || d.meta.vocab_size != meta.vocab_size) {
+            trm_errf(e, "%s: seq_len %" PRId64 " / vocab_size %" PRId64 " differ from the checkpoint's %" PRId64 " / %" PRId64,
+                     a->data, d.meta.seq_len, d.meta.vocab_size, meta.seq_len, meta.vocab_size);
+            goto out;
+        }
+    }
+    trm_device_request req = {.want_compile = rc_.compile, .want_bf16 = rc_.arch.forward_bf16};
+    trm_device_choice dc;
+    if (trm_device_choose(rc_.device, &req, &dc, stderr, e)) goto out;
+    fprintf(stderr, "%s\n", dc.why);
+    be = dc.entry->create(dc.index, e);
+    if (!be) goto out;
+    be->use_bf16 = dc.bf16;
+    int64_t gbs = a->batch_size ? a->batch_size : rc_.global_batch_size;
+    trm_model_config mc;
+    trm_model_config_for(&mc, &rc_, &meta, (int)gbs);
+    if (trm_model_create(&m, &mc, be, 0, 0, e)) goto out;
+    if (trm_checkpoint_load_weights(&m, a->checkpoint, 0, e)) goto out;
+    if (have_data) {
+        trm_eval_result r;
+        trm_eval_outputs o = {0};
+        if (trm_evaluate(&m, &d, gbs, NULL, &r, a->output ? &o : NULL, e)) goto out;
+        if (a->json) printf("{");
+        int first = 1;
+        for (int s = 0; s < r.nsets; s++) {
+            if (!a->json) printf("[%s]", r.names[s]);
+            for (int k = 0; k < TRM_NMETRICS; k++) {
+                if (k == TRM_M_Q_CONTINUE_LOSS && mc.no_ACT_continue) continue;
+                double val = k == TRM_M_COUNT ? r.sums[s][k] : trm_eval_metric(&r, s, k);
+                if (a->json)
+                    printf(isfinite(val) ? "%s\"%s/%s\": %.9g" : "%s\"%s/%s\": null", first ? "" : ", ", r.names[s],
+                           trm_metric_names[k], val);
+                else
+                    printf("  %s %.6g", trm_metric_names[k], val);
+                first = 0;
+            }
+            if (!a->json) printf("\n");
+        }
+        if (a->json) printf("}\n");
+        trm_eval_result_free(&r);
+        int orc = a->output ? save_outputs(a->output, &o, m.S, e) : 0;
+        free(o.preds);
+        free(o.q_halt);
+        if (orc) goto out;
+    }
+    if (a->ninputs && run_inputs(&m, a, e)) goto out;
+    rc = 0;
+out:
+    if (m.be) trm_model_destroy(&m);
+    if (be) be->destroy(be);
+    if (have_data) trm_dataset_close(&d);
+    trm_run_config_free(&rc_);
+out_cfg:
+    cfg_free(cfg);
+    return rc;
+}
+
+int cmd_generate(int argc, char **argv, const trm_globals *g) {
+    gen_args a;
+    trm_err e = {{0}};
+    int rc = parse_gen_args(argc, argv, &a, &e) ? 2 : (generate(&a, g, &e) ? 1 : 0);
+    if (rc) fprintf(stderr, "trm generate: %s\n", e.msg);
+    free(a.inputs);
+    free(a.overrides);
+    return rc;
+}

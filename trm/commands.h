@@ -1,0 +1,26 @@
+/* commands.h — the command-line layer: one function per `trm <command>`, sharing the
+ * global options parsed in main.c. Commands print errors and return the exit status. */
+#ifndef TRM_COMMANDS_H
+#define TRM_COMMANDS_H
+#include "config.h"
+
+typedef struct {
+    cfg_search search;   /* --config-dir / TRM_CONFIG_PATH, then the embedded tree */
+    const char *argv0;
+} trm_globals;
+
+typedef int (*trm_command_fn)(int argc, char **argv, const trm_globals *g);
+
+int cmd_config(int argc, char **argv, const trm_globals *g);
+int cmd_inspect(int argc, char **argv, const trm_globals *g);
+int cmd_pretrain(int argc, char **argv, const trm_globals *g);
+int cmd_generate(int argc, char **argv, const trm_globals *g);
+int cmd_data(int argc, char **argv, const trm_globals *g);
+int cmd_devices(int argc, char **argv, const trm_globals *g);
+
+/* Splits key=value arguments from a command's argv: `cfg=NAME` is returned in *cfg_name,
+ * other key=value / +k=v / ~k words are collected in order. Returns -1 on a stray word. */
+int trm_collect_overrides(int argc, char **argv, const char **cfg_name, char ***overrides,
+                          int *noverrides, trm_err *e);
+
+#endif

@@ -1,0 +1,110 @@
+/* dataset_writer.c — see dataset_writer.h. */
+#include "dataset_writer.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "npy.h"
+
+int trm_dw_begin(const char *out, int force, char **tmpdir, trm_err *e) {
+    if (trm_file_exists(out) && !force)
+        return trm_errf(e, "%s already exists; use --force to replace it", out);
+    *tmpdir = xasprintf("%s.tmp-%ld", out, (long)getpid());
+    if (trm_remove_tree(*tmpdir, e) || trm_mkdirs(*tmpdir, e)) {
+        free(*tmpdir);
+        *tmpdir = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static int write_arr(const char *dir, const char *set, const char *field, int ndim, const int64_t *shape,
+                     const int32_t *data, trm_err *e) {
+    char *name = xasprintf("%s__%s.npy", set, field);
+    char *path = trm_path_join(dir, name);
+    int rc = npy_write(path, NPY_I32, ndim, shape, data, e);
+    free(name);
+    free(path);
+    return rc;
+}
+
+int trm_dw_write_split(const char *dir, const char *split, const trm_dataset_meta *meta,
+                       const trm_dw_set *sets, int nsets, trm_err *e) {
+    char *sdir = trm_path_join(dir, split);
+    int rc = trm_mkdirs(sdir, e);
+    int64_t groups = 0, puzzles = 0, examples = 0;
+    for (int i = 0; i < nsets && rc == 0; i++) {
+        const trm_dw_set *s = &sets[i];
+        int64_t sh2[2] = {s->n_examples, meta->seq_len}, np[1] = {s->n_puzzles}, np1[1] = {s->n_puzzles + 1},
+                ng1[1] = {s->n_groups + 1};
+        rc = write_arr(sdir, s->name, "inputs", 2, sh2, s->inputs, e);
+        if (!rc) rc = write_arr(sdir, s->name, "labels", 2, sh2, s->labels, e);
+        if (!rc) rc = write_arr(sdir, s->name, "puzzle_identifiers", 1, np, s->puzzle_identifiers, e);
+        if (!rc) rc = write_arr(sdir, s->name, "puzzle_indices", 1, np1, s->puzzle_indices, e);
+        if (!rc) rc = write_arr(sdir, s->name, "group_indices", 1, ng1, s->group_indices, e);
+        groups += s->n_groups;
+        puzzles += s->n_puzzles;
+        examples += s->n_examples;
+    }
+    if (rc == 0) {
+        json_buf b;
+        json_buf_init(&b);
+        json_obj_begin(&b);
+        json_kv_int(&b, "pad_id", meta->pad_id);
+        if (meta->has_ignore_label) json_kv_int(&b, "ignore_label_id", meta->ignore_label_id);
+        else json_key(&b, "ignore_label_id"), json_null(&b);
+        json_kv_int(&b, "blank_identifier_id", meta->blank_identifier_id);
+        json_kv_int(&b, "vocab_size", meta->vocab_size);
+        json_kv_int(&b, "seq_len", meta->seq_len);
+        json_kv_int(&b, "num_puzzle_identifiers", meta->num_puzzle_identifiers);
+        json_kv_int(&b, "total_groups", groups);
+        json_kv_double(&b, "mean_puzzle_examples", puzzles ? (double)examples / (double)puzzles : 0.0);
+        json_kv_int(&b, "total_puzzles", puzzles);
+        json_key(&b, "sets");
+        json_arr_begin(&b);
+        for (int i = 0; i < nsets; i++) json_str(&b, sets[i].name);
+        json_arr_end(&b);
+        json_obj_end(&b);
+        json_raw(&b, "\n");
+        char *path = trm_path_join(sdir, "dataset.json");
+        rc = trm_write_file_atomic(path, b.data, b.len, e);
+        free(path);
+        json_buf_free(&b);
+    }
+    free(sdir);
+    return rc;
+}
+
+int trm_dw_write_identifiers(const char *dir, const char *const *names, int n, trm_err *e) {
+    json_buf b;
+    json_buf_init(&b);
+    json_arr_begin(&b);
+    for (int i = 0; i < n; i++) json_str(&b, names[i]);
+    json_arr_end(&b);
+    json_raw(&b, "\n");
+    char *path = trm_path_join(dir, "identifiers.json");
+    int rc = trm_write_file_atomic(path, b.data, b.len, e);
+    free(path);
+    json_buf_free(&b);
+    return rc;
+}
+
+int trm_dw_commit(const char *tmpdir, const char *out, int force, trm_err *e) {
+    char *old = NULL;
+    if (trm_file_exists(out)) {
+        if (!force) return trm_errf(e, "%s already exists; use --force to replace it", out);
+        old = xasprintf("%s.old-%ld", out, (long)getpid());
+        if (trm_rename(out, old, e)) {
+            free(old);
+            return -1;
+        }
+    }
+    int rc = trm_rename(tmpdir, out, e);
+    if (rc && old) trm_rename(old, out, NULL); /* put the previous dataset back */
+    if (!rc && old) rc = trm_remove_tree(old, e);
+    free(old);
+    return rc;
+}

@@ -1,0 +1,32 @@
+/* dataset_writer.h — writes datasets in the reference's directory layout (SPEC §1): the
+ * arrays of each set as .npy, dataset.json, identifiers.json; built under a temporary name
+ * and renamed into place, so an existing dataset is never half-overwritten. */
+#ifndef TRM_DATASET_WRITER_H
+#define TRM_DATASET_WRITER_H
+#include <stdint.h>
+
+#include "dataset.h"
+
+typedef struct {
+    const char *name;                 /* set name, e.g. "all" */
+    int64_t n_examples;
+    const int32_t *inputs, *labels;   /* n_examples × seq_len */
+    int64_t n_puzzles;
+    const int32_t *puzzle_identifiers;/* n_puzzles */
+    const int32_t *puzzle_indices;    /* n_puzzles + 1 */
+    int64_t n_groups;
+    const int32_t *group_indices;     /* n_groups + 1 */
+} trm_dw_set;
+
+/* Creates OUT's temporary sibling directory (OUT exists and !force → error). */
+int trm_dw_begin(const char *out, int force, char **tmpdir, trm_err *e);
+/* Writes one split (train/test) of a dataset into dir; meta's totals are computed here
+ * from the sets (total_groups, total_puzzles, mean_puzzle_examples) — other fields as given. */
+int trm_dw_write_split(const char *dir, const char *split, const trm_dataset_meta *meta,
+                       const trm_dw_set *sets, int nsets, trm_err *e);
+/* identifiers.json: a JSON list of names (index = id). */
+int trm_dw_write_identifiers(const char *dir, const char *const *names, int n, trm_err *e);
+/* Renames tmpdir to OUT (replacing OUT when force). */
+int trm_dw_commit(const char *tmpdir, const char *out, int force, trm_err *e);
+
+#endif

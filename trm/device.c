@@ -1,0 +1,71 @@
+/* device.c — device selection and capability policy (see device.h). */
+#include "device.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void names_of_registry(char *buf, size_t n) {
+    buf[0] = 0;
+    for (int i = 0; i < trm_backend_count(); i++) {
+        size_t o = strlen(buf);
+        snprintf(buf + o, n - o, "%s%s", i ? ", " : "", trm_backend_at(i)->name);
+    }
+}
+
+int trm_device_choose(const char *spec, const trm_device_request *req, trm_device_choice *out,
+                      FILE *warn, trm_err *e) {
+    memset(out, 0, sizeof *out);
+    out->index = -1;
+    char have[128], desc[200];
+    names_of_registry(have, sizeof have);
+    if (!spec || !*spec || !strcmp(spec, "auto")) {
+        static const char *order[] = {"cuda", "mps", "cpu"};
+        for (size_t i = 0; i < sizeof order / sizeof order[0] && !out->entry; i++) {
+            const trm_backend_entry *be = trm_backend_find(order[i]);
+            desc[0] = 0;
+            if (be && be->probe(desc, sizeof desc) > 0) {
+                out->entry = be;
+                snprintf(out->why, sizeof out->why, "device=auto chose %s (%s)", be->name, desc);
+            }
+        }
+        if (!out->entry) return trm_errf(e, "device=auto: no usable backend (compiled in: %s)", have);
+    } else {
+        char name[32];
+        const char *colon = strchr(spec, ':');
+        size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
+        if (len == 0 || len >= sizeof name)
+            return trm_errf(e, "device=%s: expected auto, cpu, cuda, cuda:N or mps", spec);
+        memcpy(name, spec, len);
+        name[len] = 0;
+        if (strcmp(name, "cpu") && strcmp(name, "cuda") && strcmp(name, "mps"))
+            return trm_errf(e, "device=%s: expected auto, cpu, cuda, cuda:N or mps", spec);
+        if (colon) {
+            char *end;
+            long idx = strtol(colon + 1, &end, 10);
+            if (*end || end == colon + 1 || idx < 0 || strcmp(name, "cuda"))
+                return trm_errf(e, "device=%s: only cuda takes an index (cuda:N, N >= 0)", spec);
+            out->index = (int)idx;
+        }
+        out->entry = trm_backend_find(name);
+        if (!out->entry)
+            return trm_errf(e, "device=%s: this trm binary has no '%s' backend (it has: %s)", spec, name, have);
+        desc[0] = 0;
+        int ndev = out->entry->probe(desc, sizeof desc);
+        if (ndev <= 0) return trm_errf(e, "device=%s: the %s backend finds no device (%s)", spec, name, desc);
+        if (out->index >= ndev)
+            return trm_errf(e, "device=%s: only %d %s device(s) present", spec, ndev, name);
+        snprintf(out->why, sizeof out->why, "device=%s: %s (%s)", spec, name, desc);
+    }
+    const trm_caps *c = &out->entry->caps;
+    if (req->want_distributed && !c->distributed)
+        return trm_errf(e, "distributed training is not supported on the %s backend", out->entry->name);
+    out->compile = req->want_compile && c->compile;
+    if (req->want_compile && !c->compile && warn)
+        fprintf(warn, "trm: warning: compile=true is not supported on %s; running the plain op-by-op path\n",
+                out->entry->name);
+    out->bf16 = req->want_bf16 && c->bf16;
+    if (req->want_bf16 && !c->bf16 && warn)
+        fprintf(warn, "trm: warning: forward_dtype=bfloat16 is not supported on %s; computing in float32\n",
+                out->entry->name);
+    return 0;
+}

@@ -1,0 +1,25 @@
+/* device.h — the one place where device policy lives: parse `device=`, pick a backend
+ * (auto: cuda > mps > cpu), and reconcile requests with capabilities (compile off with a
+ * warning, bf16 → float32 with a warning, distributed refused with an error). */
+#ifndef TRM_DEVICE_H
+#define TRM_DEVICE_H
+#include "backend.h"
+
+typedef struct {
+    int want_compile, want_bf16, want_distributed;
+} trm_device_request;
+
+typedef struct {
+    const trm_backend_entry *entry;
+    int index;        /* device index, -1 default */
+    int compile, bf16;
+    char why[256];    /* one line: what was chosen and why */
+} trm_device_choice;
+
+/* Resolves `spec` against the registry and the request; warnings go to `warn` (may be NULL)
+ * one line each. Errors: unknown spec, backend not compiled in, no device, distributed
+ * where unsupported. */
+int trm_device_choose(const char *spec, const trm_device_request *req, trm_device_choice *out,
+                      FILE *warn, trm_err *e);
+
+#endif

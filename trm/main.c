@@ -1,0 +1,139 @@
+/* main.c — `trm <command> [options] [key=value ...]`: global options, help and dispatch. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "util.h"
+
+typedef struct {
+    const char *name;
+    trm_command_fn fn;
+    const char *summary;
+    const char *help;
+} command_entry;
+
+static int cmd_version(int argc, char **argv, const trm_globals *g) {
+    (void)argc; (void)argv; (void)g;
+    printf("trm %s\n", TRM_VERSION);
+    return 0;
+}
+
+static const command_entry commands[] = {
+    {"pretrain", cmd_pretrain, "train a TRM (the reference's pretrain.py)",
+     "usage: trm pretrain [cfg=NAME] [key=value ...]\n"
+     "  Trains a Tiny Recursive Model on the dataset(s) in data_paths. The config is\n"
+     "  configs/cfg_pretrain.yaml (or cfg=NAME) with command-line overrides applied.\n"
+     "  examples:\n"
+     "    trm pretrain cfg=sudoku data_paths=[data/sudoku-extreme-1k-aug-1000] +run_name=x\n"
+     "    trm pretrain arch.L_cycles=4 global_batch_size=64 resume=auto\n"},
+    {"generate", cmd_generate, "run a trained checkpoint on data or a puzzle",
+     "usage: trm generate --checkpoint FILE [--data DIR [--split test] [--json] [--output F]]\n"
+     "                    [--input TEXT] [device=...]\n"
+     "  Runs the model in evaluation mode (halt_max_steps ACT steps) with the config\n"
+     "  stored in the checkpoint.\n"},
+    {"data", cmd_data, "build datasets (sudoku, maze, arc) and generate puzzles",
+     "usage: trm data <builder> [options]\n"
+     "  sudoku4 --out DIR [--train N] [--test N] [--min-clues A] [--max-clues B] [--seed S] [--force]\n"
+     "      a small 4x4 Sudoku task (unique solutions, test puzzles unseen in training)\n"
+     "  sudoku, sudoku-gen, maze, maze-gen, arc: the published datasets' builders (not in this build yet)\n"},
+    {"config", cmd_config, "show the composed configuration",
+     "usage: trm config show [cfg=NAME] [overrides ...]\n"
+     "       trm config list\n"
+     "  Prints the fully resolved config as YAML. Override forms:\n"
+     "    a.b=v        set an existing key (error if it does not exist)\n"
+     "    +a.b=v       add a new key (error if it exists)\n"
+     "    ++a.b=v      add or override\n"
+     "    ~a.b         delete a key\n"
+     "    arch=NAME    choose configs/arch/NAME.yaml for the arch group\n"
+     "    k=null  k=[a,b]  k=\"quoted string\"  k=1e-4  k=true\n"
+     "  ${key} and ${.key} interpolations are resolved after all overrides.\n"},
+    {"inspect", cmd_inspect, "list tensors and metadata of a safetensors file",
+     "usage: trm inspect FILE [FILE ...]\n"
+     "  Lists every tensor (name, dtype, shape, bytes) and the metadata, verifies CRC32\n"
+     "  checksums when present; exits non-zero on a malformed file.\n"},
+    {"devices", cmd_devices, "list backends, devices and capabilities",
+     "usage: trm devices\n"},
+    {"version", cmd_version, "print the version", "usage: trm version\n"},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "trm %s — Tiny Recursive Model trainer\n\n"
+            "usage: trm [--config-dir DIR] <command> [options] [key=value ...]\n\n"
+            "commands:\n",
+            TRM_VERSION);
+    for (size_t i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f,
+            "\n  help <command>   detailed help for a command\n\n"
+            "global options:\n"
+            "  --config-dir DIR  look for configs in DIR first (repeatable; also TRM_CONFIG_PATH,\n"
+            "                    colon-separated); the configs built into the binary come last\n");
+}
+
+static const command_entry *find_command(const char *name) {
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0) return &commands[i];
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    trm_globals g = {.search = {.dirs = NULL, .ndirs = 0, .use_embedded = 1}, .argv0 = argv[0]};
+    const char **dirs = xcalloc((size_t)argc + 64, sizeof *dirs);
+    int nd = 0, i = 1;
+    for (; i < argc; i++) {
+        if (strcmp(argv[i], "--config-dir") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "trm: --config-dir needs a directory\n");
+                return 2;
+            }
+            dirs[nd++] = argv[++i];
+        } else if (strncmp(argv[i], "--config-dir=", 13) == 0) {
+            dirs[nd++] = argv[i] + 13;
+        } else {
+            break;
+        }
+    }
+    char *envpath = getenv("TRM_CONFIG_PATH") ? xstrdup(getenv("TRM_CONFIG_PATH")) : NULL;
+    for (char *tok = envpath ? strtok(envpath, ":") : NULL; tok && nd < argc + 63; tok = strtok(NULL, ":"))
+        if (*tok) dirs[nd++] = tok;
+    g.search.dirs = dirs;
+    g.search.ndirs = nd;
+
+    int rc;
+    if (i >= argc) {
+        usage(stderr);
+        rc = 2;
+    } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+        usage(stdout);
+        rc = 0;
+    } else if (!strcmp(argv[i], "--version")) {
+        rc = cmd_version(0, NULL, &g);
+    } else if (!strcmp(argv[i], "help")) {
+        const command_entry *c = i + 1 < argc ? find_command(argv[i + 1]) : NULL;
+        if (i + 1 >= argc) {
+            usage(stdout);
+            rc = 0;
+        } else if (!c) {
+            fprintf(stderr, "trm: no command '%s' (see trm --help)\n", argv[i + 1]);
+            rc = 2;
+        } else {
+            fputs(c->help, stdout);
+            rc = 0;
+        }
+    } else {
+        const command_entry *c = find_command(argv[i]);
+        if (!c) {
+            fprintf(stderr, "trm: unknown command '%s' (see trm --help)\n", argv[i]);
+            rc = 2;
+        } else if (i + 1 < argc && (!strcmp(argv[i + 1], "--help") || !strcmp(argv[i + 1], "-h"))) {
+            fputs(c->help, stdout);
+            rc = 0;
+        } else {
+            rc = c->fn(argc - i - 1, argv + i + 1, &g);
+        }
+    }
+    free(envpath);
+    free(dirs);
+    return rc;
+}

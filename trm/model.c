@@ -1,0 +1,690 @@
+/* model.c — TRM forward and backward through the backend table: parameters (one flat
+ * buffer with the reference's state-dict names), the H/L recursion (no-grad cycles on the
+ * carry, the final cycle's activations saved), lm/q heads, ACT halting, loss and backward.
+ * Each block's forward and backward sit next to each other. */
+#include "model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rng.h"
+
+#define MAX_LAYERS 16
+
+struct trm_block_acts {
+    float *in;                  /* borrowed: the block's input (B,T,D) */
+    float *qkv, *att, *lse;     /* attention */
+    float *inT, *gut, *actt, *y1T; /* mlp_t (transposed layout, norm over T) */
+    float *rstd1, *y1;
+    float *gu, *act, *y2, *rstd2;
+};
+
+struct trm_net_acts {
+    float *x0;
+    trm_block_acts blk[MAX_LAYERS];
+};
+
+/* ---------------------------------------------------------------------------------------
+ * sizes, parameters, initialisation
+ * ------------------------------------------------------------------------------------- */
+
+static int ceil256(int x) { return (x + 255) / 256 * 256; }
+
+/* Python's round(): half to even. */
+static int py_round(double x) {
+    double r = nearbyint(x); /* default rounding mode is to-nearest-even */
+    return (int)r;
+}
+
+static int swiglu_inter(double expansion, int width) {
+    return ceil256(py_round(expansion * width * 2.0 / 3.0));
+}
+
+int trm_model_config_check(const trm_model_config *c, trm_err *e) {
+    if (c->hidden_size <= 0 || c->num_heads <= 0 || c->hidden_size % c->num_heads)
+        return trm_errf(e, "arch.hidden_size (%d) must be a positive multiple of arch.num_heads (%d)",
+                        c->hidden_size, c->num_heads);
+    if ((c->hidden_size / c->num_heads) % 2 && c->pos_encodings == TRM_POS_ROPE)
+        return trm_errf(e, "rope needs an even head dimension (hidden_size/num_heads = %d)",
+                        c->hidden_size / c->num_heads);
+    if (c->L_layers < 1 || c->L_layers > MAX_LAYERS)
+        return trm_errf(e, "arch.L_layers must be in 1..%d (got %d)", MAX_LAYERS, c->L_layers);
+    if (c->H_cycles < 1 || c->L_cycles < 1)
+        return trm_errf(e, "arch.H_cycles and arch.L_cycles must be >= 1 (got %d, %d)", c->H_cycles,
+                        c->L_cycles);
+    if (c->halt_max_steps < 1) return trm_errf(e, "arch.halt_max_steps must be >= 1");
+    if (c->puzzle_emb_ndim < 0 || c->puzzle_emb_len < 0)
+        return trm_errf(e, "arch.puzzle_emb_ndim and arch.puzzle_emb_len must be >= 0");
+    int P = c->puzzle_emb_len ? c->puzzle_emb_len
+                              : (c->puzzle_emb_ndim + c->hidden_size - 1) / c->hidden_size;
+    if (c->puzzle_emb_ndim > P * c->hidden_size)
+        return trm_errf(e, "arch.puzzle_emb_ndim (%d) exceeds puzzle_emb_len*hidden_size (%d)",
+                        c->puzzle_emb_ndim, P * c->hidden_size);
+    if (c->seq_len < 1 || c->vocab_size < 2 || c->batch_size < 1)
+        return trm_errf(e, "seq_len, vocab_size and batch size must be positive");
+    if (c->expansion <= 0) return trm_errf(e, "arch.expansion must be > 0");
+    return 0;
+}
+
+static int add_param(trm_model *m, const char *name, int64_t rows, int64_t cols) {
+    trm_param *p = &m->params[m->nparams];
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->ndim = cols ? 2 : 1;
+    p->shape[0] = rows;
+    p->shape[1] = cols;
+    p->numel = (size_t)rows * (size_t)(cols ? cols : 1);
+    p->offset = m->n_flat;
+    m->n_flat += (p->numel + 15) / 16 * 16; /* 64-byte aligned slices */
+    return m->nparams++;
+}
+
+static void layout_params(trm_model *m) {
+    char nm[96];
+    m->nparams = 0;
+    m->n_flat = 0;
+    m->p_tok = add_param(m, "inner.embed_tokens.embedding_weight", m->V, m->D);
+    m->p_pos = m->cfg.pos_encodings == TRM_POS_LEARNED
+                   ? add_param(m, "inner.embed_pos.embedding_weight", m->T, m->D)
+                   : -1;
+    for (int l = 0; l < m->cfg.L_layers; l++) {
+        if (m->cfg.mlp_t) {
+            snprintf(nm, sizeof nm, "inner.L_level.layers.%d.mlp_t.gate_up_proj.weight", l);
+            m->p_layer[l][0] = add_param(m, nm, 2 * m->It, m->T);
+            snprintf(nm, sizeof nm, "inner.L_level.layers.%d.mlp_t.down_proj.weight", l);
+            m->p_layer[l][1] = add_param(m, nm, m->T, m->It);
+        } else {
+            snprintf(nm, sizeof nm, "inner.L_level.layers.%d.self_attn.qkv_proj.weight", l);
+            m->p_layer[l][0] = add_param(m, nm, 3 * m->D, m->D);
+            snprintf(nm, sizeof nm, "inner.L_level.layers.%d.self_attn.o_proj.weight", l);
+            m->p_layer[l][1] = add_param(m, nm, m->D, m->D);
+        }
+        snprintf(nm, sizeof nm, "inner.L_level.layers.%d.mlp.gate_up_proj.weight", l);
+        m->p_layer[l][2] = add_param(m, nm, 2 * m->I, m->D);
+        snprintf(nm, sizeof nm, "inner.L_level.layers.%d.mlp.down_proj.weight", l);
+        m->p_layer[l][3] = add_param(m, nm, m->D, m->I);
+    }
+    m->p_lm = add_param(m, "inner.lm_head.weight", m->V, m->D);
+    m->p_qw = add_param(m, "inner.q_head.weight", 2, m->D);
+    m->p_qb = add_param(m, "inner.q_head.bias", 2, 0);
+}
+
+const trm_param *trm_model_find_param(const trm_model *m, const char *name) {
+    for (int i = 0; i < m->nparams; i++)
+        if (strcmp(m->params[i].name, name) == 0) return &m->params[i];
+    return NULL;
+}
+
+/* erfinv in double: Giles' single-precision approximation refined by two Newton steps. */
+static double erfinv_d(double x) {
+    if (x <= -1) return -INFINITY;
+    if (x >= 1) return INFINITY;
+    double w = -log((1.0 - x) * (1.0 + x)), p;
+    if (w < 5.0) {
+        w -= 2.5;
+        p = 2.81022636e-08;
+        p = 3.43273939e-07 + p * w;
+        p = -3.5233877e-06 + p * w;
+        p = -4.39150654e-06 + p * w;
+        p = 0.00021858087 + p * w;
+        p = -0.00125372503 + p * w;
+        p = -0.00417768164 + p * w;
+        p = 0.246640727 + p * w;
+        p = 1.50140941 + p * w;
+    } else {
+        w = sqrt(w) - 3.0;
+        p = -0.000200214257;
+        p = 0.000100950558 + p * w;
+        p = 0.00134934322 + p * w;
+        p = -0.00367342844 + p * w;
+        p = 0.00573950773 + p * w;
+        p = -0.0076224613 + p * w;
+        p = 0.00943887047 + p * w;
+        p = 1.00167406 + p * w;
+        p = 2.83297682 + p * w;
+    }
+    double y = p * x;
+    for (int k = 0; k < 2; k++) y -= (erf(y) - x) / (2.0 / sqrt(M_PI) * exp(-y * y));
+    return y;
+}
+
+void trm_trunc_normal(float *out, size_t n, double std, uint64_t seed, uint64_t stream) {
+    if (std == 0) {
+        memset(out, 0, n * sizeof *out);
+        return;
+    }
+    const double lower = -2.0, upper = 2.0, sqrt2 = sqrt(2.0);
+    double a = erf(lower / sqrt2), b = erf(upper / sqrt2), z = (b - a) / 2;
+    double c = 1.0 / sqrt(2 * M_PI);
+    double pdf_u = c * exp(-0.5 * lower * lower), pdf_l = c * exp(-0.5 * upper * upper);
+    double comp_std =
+        std / sqrt(1 - (upper * pdf_u - lower * pdf_l) / z - ((pdf_u - pdf_l) / z) * ((pdf_u - pdf_l) / z));
+    trm_rng r;
+    trm_rng_init(&r, seed, stream);
+    for (size_t i = 0; i < n; i++) {
+        double u = a + (b - a) * trm_rng_uniform(&r);
+        double v = erfinv_d(u) * sqrt2 * comp_std;
+        if (v < lower * comp_std) v = lower * comp_std;
+        if (v > upper * comp_std) v = upper * comp_std;
+        out[i] = (float)v;
+    }
+}
+
+static void init_weights(trm_model *m, float *hw, uint64_t seed) {
+    for (int i = 0; i < m->nparams; i++) {
+        trm_param *p = &m->params[i];
+        double std;
+        if (i == m->p_tok || i == m->p_pos)
+            std = 1.0 / sqrt((double)m->D);
+        else if (i == m->p_qw || i == m->p_qb)
+            std = 0;
+        else
+            std = 1.0 / sqrt((double)p->shape[1]); /* LeCun: fan_in = in_features */
+        trm_trunc_normal(hw + p->offset, p->numel, std, seed, 1000 + (uint64_t)i);
+        if (i == m->p_qb)
+            for (size_t k = 0; k < p->numel; k++) hw[p->offset + k] = -5.0f;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * allocation
+ * ------------------------------------------------------------------------------------- */
+
+typedef struct {
+    trm_model *m;
+    char *base;
+    size_t used;
+    int dry;
+} arena;
+
+static float *arena_take(arena *a, size_t nfloats) {
+    size_t bytes = (nfloats * sizeof(float) + 255) / 256 * 256;
+    float *p = a->dry ? NULL : (float *)(a->base + a->used);
+    a->used += bytes;
+    return p;
+}
+
+static void carve_block(trm_model *m, arena *a, trm_block_acts *k) {
+    size_t R = (size_t)m->B * m->T, RT = (size_t)m->B * m->D;
+    if (m->cfg.mlp_t) {
+        k->inT = arena_take(a, RT * m->T);
+        k->gut = arena_take(a, RT * 2 * m->It);
+        k->actt = arena_take(a, RT * m->It);
+        k->y1T = arena_take(a, RT * m->T);
+        k->rstd1 = arena_take(a, RT);
+    } else {
+        k->qkv = arena_take(a, R * 3 * m->D);
+        k->att = arena_take(a, R * m->D);
+        k->lse = arena_take(a, (size_t)m->B * m->H * m->T);
+        k->rstd1 = arena_take(a, R);
+    }
+    k->y1 = arena_take(a, R * m->D);
+    k->gu = arena_take(a, R * 2 * m->I);
+    k->act = arena_take(a, R * m->I);
+    k->y2 = arena_take(a, R * m->D);
+    k->rstd2 = arena_take(a, R);
+}
+
+static void carve_acts(trm_model *m, arena *a) {
+    size_t R = (size_t)m->B * m->T;
+    for (int c = 0; c < m->saved_count; c++) {
+        m->saved[c].x0 = arena_take(a, R * m->D);
+        for (int l = 0; l < m->cfg.L_layers; l++) carve_block(m, a, &m->saved[c].blk[l]);
+    }
+    m->scratch->x0 = arena_take(a, R * m->D);
+    for (int l = 0; l < 2; l++) carve_block(m, a, &m->scratch->blk[l]);
+}
+
+static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+
+static int alloc_or_fail(trm_backend *be, void **p, size_t bytes, const char *what, trm_err *e) {
+    *p = be->alloc(be, bytes);
+    if (!*p)
+        return trm_errf(e, "out of %s memory allocating %s (%.1f MiB); lower global_batch_size, "
+                           "use forward_dtype=bfloat16 or fewer H/L cycles",
+                        be->name, what, (double)bytes / 1048576.0);
+    return 0;
+}
+
+int trm_model_create(trm_model *m, const trm_model_config *c, trm_backend *be, uint64_t seed,
+                     int ema_enabled, trm_err *e) {
+    memset(m, 0, sizeof *m);
+    if (trm_model_config_check(c, e)) return -1;
+    m->cfg = *c;
+    m->be = be;
+    m->D = c->hidden_size;
+    m->H = c->num_heads;
+    m->hd = m->D / m->H;
+    m->P = c->puzzle_emb_len ? c->puzzle_emb_len : (c->puzzle_emb_ndim + m->D - 1) / m->D;
+    m->S = c->seq_len;
+    m->T = m->P + m->S;
+    m->V = c->vocab_size;
+    m->B = c->batch_size;
+    m->I = swiglu_inter(c->expansion, m->D);
+    m->It = swiglu_inter(c->expansion, m->T);
+    layout_params(m);
+
+    size_t R = (size_t)m->B * m->T, fb = sizeof(float);
+    size_t nw = m->n_flat * fb;
+    void **slots[] = {(void **)&m->w, (void **)&m->g, (void **)&m->m, (void **)&m->v};
+    for (int i = 0; i < 4; i++)
+        if (alloc_or_fail(be, slots[i], nw, "parameters", e)) return -1;
+    if (ema_enabled && alloc_or_fail(be, (void **)&m->ema, nw, "EMA weights", e)) return -1;
+    int ndim = c->puzzle_emb_ndim;
+    size_t rows_pid = (size_t)(c->num_puzzle_identifiers > 0 ? c->num_puzzle_identifiers : 1);
+    struct {
+        void **p;
+        size_t bytes;
+        const char *what;
+    } bufs[] = {
+        {(void **)&m->H_init, m->D * fb, "H_init"},
+        {(void **)&m->L_init, m->D * fb, "L_init"},
+        {(void **)&m->puz_w, rows_pid * (size_t)(ndim ? ndim : 1) * fb, "puzzle embeddings"},
+        {(void **)&m->rope_cos, (size_t)m->T * m->hd * fb, "rope"},
+        {(void **)&m->rope_sin, (size_t)m->T * m->hd * fb, "rope"},
+        {(void **)&m->zH, R * m->D * fb, "carry"},
+        {(void **)&m->zL, R * m->D * fb, "carry"},
+        {(void **)&m->steps, m->B * sizeof(int32_t), "carry"},
+        {(void **)&m->halted, (size_t)m->B, "carry"},
+        {(void **)&m->cur_inputs, (size_t)m->B * m->S * sizeof(int32_t), "carry"},
+        {(void **)&m->cur_labels, (size_t)m->B * m->S * sizeof(int32_t), "carry"},
+        {(void **)&m->cur_pid, m->B * sizeof(int32_t), "carry"},
+        {(void **)&m->zH2, R * m->D * fb, "carry"},
+        {(void **)&m->zL2, R * m->D * fb, "carry"},
+        {(void **)&m->steps2, m->B * sizeof(int32_t), "carry"},
+        {(void **)&m->halted2, (size_t)m->B, "carry"},
+        {(void **)&m->cur_inputs2, (size_t)m->B * m->S * sizeof(int32_t), "carry"},
+        {(void **)&m->cur_labels2, (size_t)m->B * m->S * sizeof(int32_t), "carry"},
+        {(void **)&m->cur_pid2, m->B * sizeof(int32_t), "carry"},
+        {(void **)&m->in_inputs, (size_t)m->B * m->S * sizeof(int32_t), "batch"},
+        {(void **)&m->in_labels, (size_t)m->B * m->S * sizeof(int32_t), "batch"},
+        {(void **)&m->in_pid, m->B * sizeof(int32_t), "batch"},
+        {(void **)&m->x_emb, R * m->D * fb, "embeddings"},
+        {(void **)&m->dx_emb, R * m->D * fb, "embeddings"},
+        {(void **)&m->d_puz_rows, (size_t)m->B * (ndim ? ndim : 1) * fb, "embeddings"},
+        {(void **)&m->logits, R * m->V * fb, "logits"},
+        {(void **)&m->dlogits, R * m->V * fb, "logits"},
+        {(void **)&m->q, m->B * 2 * fb, "q"},
+        {(void **)&m->dq, m->B * 2 * fb, "q"},
+        {(void **)&m->q_next, m->B * 2 * fb, "q"},
+        {(void **)&m->q_target, m->B * fb, "q"},
+        {(void **)&m->preds, (size_t)m->B * m->S * sizeof(int32_t), "predictions"},
+        {(void **)&m->metrics, TRM_NMETRICS * sizeof(double), "metrics"},
+        {(void **)&m->dz, R * m->D * fb, "gradients"},
+        {(void **)&m->dz2, R * m->D * fb, "gradients"},
+        {(void **)&m->tmp_rows, R * m->D * fb, "work"},
+    };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (alloc_or_fail(be, bufs[i].p, bufs[i].bytes, bufs[i].what, e)) return -1;
+    size_t RT = (size_t)m->B * m->D;
+    size_t big = max3(R * 2 * m->I, RT * 2 * m->It, R * 3 * m->D) +
+                 max3(R * m->I, RT * m->It, R * m->D) + 2 * R * m->D;
+    if (alloc_or_fail(be, (void **)&m->tmp_big, big * fb, "backward work", e)) return -1;
+
+    m->saved_count = c->L_cycles + 1;
+    m->saved = xcalloc((size_t)m->saved_count, sizeof *m->saved);
+    m->scratch = xcalloc(1, sizeof *m->scratch);
+    arena a = {m, NULL, 0, 1};
+    carve_acts(m, &a);
+    m->act_bytes = a.used;
+    if (alloc_or_fail(be, &m->act_arena, m->act_bytes, "activations", e)) return -1;
+    a = (arena){m, m->act_arena, 0, 0};
+    carve_acts(m, &a);
+
+    /* host-side initialisation, then upload */
+    float *hw = xcalloc(m->n_flat, sizeof(float));
+    init_weights(m, hw, seed);
+    be->to_device(be, m->w, hw, nw);
+    if (m->ema) be->to_device(be, m->ema, hw, nw);
+    free(hw);
+    float init[2][4096];
+    float *hinit = m->D <= 4096 ? init[0] : xmalloc(m->D * fb);
+    float *linit = m->D <= 4096 ? init[1] : xmalloc(m->D * fb);
+    trm_trunc_normal(hinit, (size_t)m->D, 1.0, seed, 1);
+    trm_trunc_normal(linit, (size_t)m->D, 1.0, seed, 2);
+    be->to_device(be, m->H_init, hinit, m->D * fb);
+    be->to_device(be, m->L_init, linit, m->D * fb);
+    if (m->D > 4096) {
+        free(hinit);
+        free(linit);
+    }
+    /* rope tables: angle(t, j) = t * theta^(-2(j mod hd/2)/hd), computed in float32 as torch */
+    float *cs = xmalloc((size_t)m->T * m->hd * fb), *sn = xmalloc((size_t)m->T * m->hd * fb);
+    for (int t = 0; t < m->T; t++)
+        for (int j = 0; j < m->hd; j++) {
+            int i = j % (m->hd / 2 ? m->hd / 2 : 1);
+            float expo = (float)(2 * i) / (float)m->hd;
+            float inv = 1.0f / powf((float)c->rope_theta, expo);
+            float ang = (float)t * inv;
+            cs[t * m->hd + j] = cosf(ang);
+            sn[t * m->hd + j] = sinf(ang);
+        }
+    be->to_device(be, m->rope_cos, cs, (size_t)m->T * m->hd * fb);
+    be->to_device(be, m->rope_sin, sn, (size_t)m->T * m->hd * fb);
+    free(cs);
+    free(sn);
+    trm_model_reset_carry(m);
+    return 0;
+}
+
+void trm_model_destroy(trm_model *m) {
+    if (!m->be) return;
+    trm_backend *be = m->be;
+    void *ptrs[] = {m->w, m->g, m->m, m->v, m->ema, m->H_init, m->L_init, m->puz_w, m->rope_cos,
+                    m->rope_sin, m->zH, m->zL, m->steps, m->halted, m->cur_inputs, m->cur_labels,
+                    m->cur_pid, m->in_inputs, m->in_labels, m->in_pid, m->x_emb, m->dx_emb,
+                    m->d_puz_rows, m->logits, m->dlogits, m->q, m->dq, m->q_next, m->q_target,
+                    m->preds, m->metrics, m->dz, m->dz2, m->tmp_rows, m->tmp_big, m->act_arena,
+                    m->zH2, m->zL2, m->steps2, m->halted2, m->cur_inputs2, m->cur_labels2, m->cur_pid2};
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
+        if (ptrs[i]) be->free(be, ptrs[i]);
+    free(m->saved);
+    free(m->scratch);
+    memset(m, 0, sizeof *m);
+}
+
+void trm_model_set_batch(trm_model *m, const int32_t *inputs, const int32_t *labels,
+                         const int32_t *pid) {
+    size_t n = (size_t)m->B * m->S * sizeof(int32_t);
+    m->be->to_device(m->be, m->in_inputs, inputs, n);
+    m->be->to_device(m->be, m->in_labels, labels, n);
+    m->be->to_device(m->be, m->in_pid, pid, m->B * sizeof(int32_t));
+}
+
+#define SWAP(a, b)              \
+    do {                        \
+        __typeof__(a) t_ = (a); \
+        (a) = (b);              \
+        (b) = t_;               \
+    } while (0)
+
+void trm_model_swap_carry(trm_model *m) {
+    SWAP(m->zH, m->zH2);
+    SWAP(m->zL, m->zL2);
+    SWAP(m->steps, m->steps2);
+    SWAP(m->halted, m->halted2);
+    SWAP(m->cur_inputs, m->cur_inputs2);
+    SWAP(m->cur_labels, m->cur_labels2);
+    SWAP(m->cur_pid, m->cur_pid2);
+}
+#undef SWAP
+
+void trm_model_reset_carry(trm_model *m) {
+    uint8_t ones[1024];
+    memset(ones, 1, sizeof ones);
+    for (int b0 = 0; b0 < m->B; b0 += (int)sizeof ones) {
+        int n = m->B - b0 < (int)sizeof ones ? m->B - b0 : (int)sizeof ones;
+        m->be->to_device(m->be, m->halted + b0, ones, (size_t)n);
+    }
+    m->be->zero(m->be, m->steps, m->B * sizeof(int32_t));
+}
+
+/* ---------------------------------------------------------------------------------------
+ * one block: forward and backward side by side
+ * ------------------------------------------------------------------------------------- */
+
+static const float *P_(const trm_model *m, const float *w, int idx) {
+    return w + m->params[idx].offset;
+}
+static float *G_(const trm_model *m, int idx) { return m->g + m->params[idx].offset; }
+
+/* y = x·Wᵀ for x (rows × in) and W (out × in). */
+static void linear_fwd(trm_backend *be, float *y, const float *x, const float *W, int rows, int in,
+                       int out) {
+    be->gemm(be, 0, 1, rows, out, in, 1.0f, x, in, 0, W, in, 0, 0.0f, y, out, 0, 1);
+}
+/* dW += dyᵀ·x ; dx = dy·W (+ dx when accumulate). */
+static void linear_bwd(trm_backend *be, float *dx, float *dW, const float *dy, const float *x,
+                       const float *W, int rows, int in, int out, int accumulate) {
+    be->gemm(be, 1, 0, out, in, rows, 1.0f, dy, out, 0, x, in, 0, 1.0f, dW, in, 0, 1);
+    if (dx) be->gemm(be, 0, 0, rows, in, out, 1.0f, dy, out, 0, W, in, 0, accumulate ? 1.0f : 0.0f, dx, in, 0, 1);
+}
+
+static void mixer_attn_fwd(trm_model *m, const float *w, int l, trm_block_acts *k) {
+    trm_backend *be = m->be;
+    int R = m->B * m->T, D = m->D;
+    linear_fwd(be, k->qkv, k->in, P_(m, w, m->p_layer[l][0]), R, D, 3 * D);
+    if (m->cfg.pos_encodings == TRM_POS_ROPE)
+        be->rope_fwd(be, k->qkv, m->rope_cos, m->rope_sin, m->B, m->T, m->H, m->hd);
+    be->attention_fwd(be, k->att, k->lse, k->qkv, m->B, m->T, m->H, m->hd);
+    linear_fwd(be, m->tmp_rows, k->att, P_(m, w, m->p_layer[l][1]), R, D, D);
+    be->rmsnorm_fwd(be, k->y1, k->rstd1, k->in, m->tmp_rows, R, D, (float)m->cfg.rms_norm_eps);
+}
+
+/* dy1 (rows×D) → d_in written to `d_in`. Uses the backward work area. */
+static void mixer_attn_bwd(trm_model *m, int l, trm_block_acts *k, const float *dy1, float *d_in,
+                           float *w1, float *w2, float *big1, float *big2) {
+    trm_backend *be = m->be;
+    int R = m->B * m->T, D = m->D;
+    const float *w = m->w;
+    be->rmsnorm_bwd(be, w1, dy1, k->y1, k->rstd1, R, D); /* w1 = dx1 */
+    linear_bwd(be, big2, G_(m, m->p_layer[l][1]), w1, k->att, P_(m, w, m->p_layer[l][1]), R, D, D, 0);
+    be->attention_bwd(be, big1, big2, k->qkv, k->att, k->lse, m->B, m->T, m->H, m->hd);
+    if (m->cfg.pos_encodings == TRM_POS_ROPE)
+        be->rope_bwd(be, big1, m->rope_cos, m->rope_sin, m->B, m->T, m->H, m->hd);
+    be->copy(be, d_in, w1, (size_t)R * D * sizeof(float));
+    linear_bwd(be, d_in, G_(m, m->p_layer[l][0]), big1, k->in, P_(m, w, m->p_layer[l][0]), R, D, 3 * D, 1);
+    (void)w2;
+}
+
+static void mixer_mlpt_fwd(trm_model *m, const float *w, int l, trm_block_acts *k) {
+    trm_backend *be = m->be;
+    int RT = m->B * m->D, T = m->T;
+    be->transpose(be, k->inT, k->in, m->B, m->T, m->D);
+    linear_fwd(be, k->gut, k->inT, P_(m, w, m->p_layer[l][0]), RT, T, 2 * m->It);
+    be->swiglu_fwd(be, k->actt, k->gut, RT, m->It);
+    linear_fwd(be, m->tmp_rows, k->actt, P_(m, w, m->p_layer[l][1]), RT, m->It, T);
+    be->rmsnorm_fwd(be, k->y1T, k->rstd1, k->inT, m->tmp_rows, RT, T, (float)m->cfg.rms_norm_eps);
+    be->transpose(be, k->y1, k->y1T, m->B, m->D, m->T);
+}
+
+static void mixer_mlpt_bwd(trm_model *m, int l, trm_block_acts *k, const float *dy1, float *d_in,
+                           float *w1, float *w2, float *big1, float *big2) {
+    trm_backend *be = m->be;
+    int RT = m->B * m->D, T = m->T;
+    const float *w = m->w;
+    be->transpose(be, w1, dy1, m->B, m->T, m->D);            /* w1 = dy1ᵀ  (B,D,T) */
+    be->rmsnorm_bwd(be, w2, w1, k->y1T, k->rstd1, RT, T);    /* w2 = dx1ᵀ */
+    linear_bwd(be, big2, G_(m, m->p_layer[l][1]), w2, k->actt, P_(m, w, m->p_layer[l][1]), RT, m->It, T, 0);
+    be->swiglu_bwd(be, big1, big2, k->gut, RT, m->It);
+    be->copy(be, w1, w2, (size_t)RT * T * sizeof(float));
+    linear_bwd(be, w1, G_(m, m->p_layer[l][0]), big1, k->inT, P_(m, w, m->p_layer[l][0]), RT, T, 2 * m->It, 1);
+    be->transpose(be, d_in, w1, m->B, m->D, m->T);
+}
+
+static void block_fwd(trm_model *m, const float *w, int l, trm_block_acts *k) {
+    trm_backend *be = m->be;
+    int R = m->B * m->T, D = m->D;
+    if (m->cfg.mlp_t)
+        mixer_mlpt_fwd(m, w, l, k);
+    else
+        mixer_attn_fwd(m, w, l, k);
+    linear_fwd(be, k->gu, k->y1, P_(m, w, m->p_layer[l][2]), R, D, 2 * m->I);
+    be->swiglu_fwd(be, k->act, k->gu, R, m->I);
+    linear_fwd(be, m->tmp_rows, k->act, P_(m, w, m->p_layer[l][3]), R, m->I, D);
+    be->rmsnorm_fwd(be, k->y2, k->rstd2, k->y1, m->tmp_rows, R, D, (float)m->cfg.rms_norm_eps);
+}
+
+/* In place: `d` holds dL/dy2 on entry and dL/d(block input) on exit. */
+static void block_bwd(trm_model *m, int l, trm_block_acts *k, float *d) {
+    trm_backend *be = m->be;
+    int R = m->B * m->T, D = m->D;
+    size_t RT = (size_t)m->B * m->D;
+    float *big1 = m->tmp_big;
+    float *big2 = big1 + max3((size_t)R * 2 * m->I, RT * 2 * m->It, (size_t)R * 3 * D);
+    float *w1 = big2 + max3((size_t)R * m->I, RT * m->It, (size_t)R * D);
+    float *w2 = w1 + (size_t)R * D;
+    const float *w = m->w;
+    float *dx2 = m->dz2;
+    be->rmsnorm_bwd(be, dx2, d, k->y2, k->rstd2, R, D);
+    linear_bwd(be, big2, G_(m, m->p_layer[l][3]), dx2, k->act, P_(m, w, m->p_layer[l][3]), R, m->I, D, 0);
+    be->swiglu_bwd(be, big1, big2, k->gu, R, m->I);
+    /* dy1 = dx2 + dgu·Wgu, built in dx2 */
+    linear_bwd(be, dx2, G_(m, m->p_layer[l][2]), big1, k->y1, P_(m, w, m->p_layer[l][2]), R, D, 2 * m->I, 1);
+    if (m->cfg.mlp_t)
+        mixer_mlpt_bwd(m, l, k, dx2, d, w1, w2, big1, big2);
+    else
+        mixer_attn_bwd(m, l, k, dx2, d, w1, w2, big1, big2);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Net = blocks applied to (h + inj); the recursion; heads
+ * ------------------------------------------------------------------------------------- */
+
+/* Runs Net(h, inj). With `save`, activations go to `save` (kept for backward); otherwise the
+ * ping-pong scratch is used. Returns the pointer to the output (B,T,D). */
+static float *net_fwd(trm_model *m, const float *w, const float *h, const float *inj,
+                      trm_net_acts *save) {
+    trm_net_acts *a = save ? save : m->scratch;
+    size_t n = (size_t)m->B * m->T * m->D;
+    m->be->add(m->be, a->x0, h, inj, n);
+    float *cur = a->x0;
+    for (int l = 0; l < m->cfg.L_layers; l++) {
+        trm_block_acts *k = save ? &a->blk[l] : &a->blk[l % 2];
+        k->in = cur;
+        block_fwd(m, w, l, k);
+        cur = k->y2;
+    }
+    return cur;
+}
+
+static void net_bwd(trm_model *m, trm_net_acts *a, float *d) {
+    for (int l = m->cfg.L_layers - 1; l >= 0; l--) block_bwd(m, l, &a->blk[l], d);
+}
+
+static void heads_fwd(trm_model *m, const float *w, const float *zH, float *logits, float *q) {
+    trm_backend *be = m->be;
+    int R = m->B * m->T, D = m->D;
+    if (logits) linear_fwd(be, logits, zH, P_(m, w, m->p_lm), R, D, m->V);
+    be->gemm(be, 0, 1, m->B, 2, D, 1.0f, zH, m->T * D, 0, P_(m, w, m->p_qw), D, 0, 0.0f, q, 2, 0, 1);
+    be->bias_fwd(be, q, P_(m, w, m->p_qb), m->B, 2, 2);
+}
+
+static void heads_bwd(trm_model *m, const float *zH, float *dz) {
+    trm_backend *be = m->be;
+    int R = m->B * m->T, D = m->D;
+    linear_bwd(be, dz, G_(m, m->p_lm), m->dlogits, zH, P_(m, m->w, m->p_lm), R, D, m->V, 0);
+    be->gemm(be, 1, 0, 2, D, m->B, 1.0f, m->dq, 2, 0, zH, m->T * D, 0, 1.0f, G_(m, m->p_qw), D, 0, 1);
+    be->gemm(be, 0, 0, m->B, D, 2, 1.0f, m->dq, 2, 0, P_(m, m->w, m->p_qw), D, 0, 1.0f, dz, m->T * D, 0, 1);
+    be->bias_bwd(be, G_(m, m->p_qb), m->dq, m->B, 2, 2);
+}
+
+static trm_embed_args embed_args(const trm_model *m, const float *w) {
+    trm_embed_args a = {
+        .B = m->B, .S = m->S, .P = m->P, .D = m->D,
+        .tokens = m->cur_inputs,
+        .tok_w = P_(m, w, m->p_tok),
+        .puzzle_ids = m->cfg.puzzle_emb_ndim ? m->cur_pid : NULL,
+        .puz_w = m->cfg.puzzle_emb_ndim ? m->puz_w : NULL,
+        .ndim = m->cfg.puzzle_emb_ndim,
+        .pos_w = m->p_pos >= 0 ? P_(m, w, m->p_pos) : NULL,
+        .scale = (float)sqrt((double)m->D),
+    };
+    return a;
+}
+
+/* The no-grad H_cycles−1 cycles, in place on the carry. */
+static void cycles_nograd(trm_model *m, const float *w, float *hx, int ncycles) {
+    trm_backend *be = m->be;
+    size_t n = (size_t)m->B * m->T * m->D, bytes = n * sizeof(float);
+    for (int h = 0; h < ncycles; h++) {
+        be->add(be, hx, m->zH, m->x_emb, n);
+        for (int l = 0; l < m->cfg.L_cycles; l++) be->copy(be, m->zL, net_fwd(m, w, m->zL, hx, NULL), bytes);
+        be->copy(be, m->zH, net_fwd(m, w, m->zH, m->zL, NULL), bytes);
+    }
+}
+
+void trm_model_act_step(trm_model *m, const trm_step_opts *o) {
+    trm_backend *be = m->be;
+    const float *w = o->weights ? o->weights : m->w;
+    size_t n = (size_t)m->B * m->T * m->D, bytes = n * sizeof(float);
+    int grad = o->want_grad;
+
+    be->act_reset(be, m->B, m->T, m->D, m->S, m->halted, m->zH, m->zL, m->H_init, m->L_init,
+                  m->steps, m->cur_inputs, m->cur_labels, m->cur_pid, m->in_inputs, m->in_labels,
+                  m->in_pid);
+    trm_embed_args ea = embed_args(m, w);
+    be->embed_fwd(be, m->x_emb, &ea);
+
+    float *hx = m->dx_emb; /* reused as the zH + x buffer until the backward needs it */
+    cycles_nograd(m, w, hx, m->cfg.H_cycles - 1);
+    /* the final cycle, saving activations when a gradient is wanted */
+    be->add(be, hx, m->zH, m->x_emb, n);
+    const float *zl = m->zL;
+    for (int l = 0; l < m->cfg.L_cycles; l++) zl = net_fwd(m, w, zl, hx, grad ? &m->saved[l] : NULL);
+    if (!grad) be->copy(be, m->zL, zl, bytes), zl = m->zL;
+    const float *zh = net_fwd(m, w, m->zH, zl, grad ? &m->saved[m->cfg.L_cycles] : NULL);
+    if (grad) be->copy(be, m->zL, zl, bytes);
+    be->copy(be, m->zH, zh, bytes);
+
+    heads_fwd(m, w, m->zH, m->logits, m->q);
+    be->act_update(be, m->B, m->steps, m->halted, m->q, m->cfg.halt_max_steps, o->training,
+                   m->cfg.no_ACT_continue, (float)m->cfg.halt_exploration_prob, o->seed, o->rng_step);
+
+    const float *q_target = NULL;
+    if (o->training && m->cfg.halt_max_steps > 1 && !m->cfg.no_ACT_continue) {
+        /* target_q_continue from one extra no-grad inner step on the new carry, which must be
+         * left untouched: run it on copies (dz/dz2 are free until the backward). */
+        be->copy(be, m->dz, m->zH, bytes);
+        be->copy(be, m->dz2, m->zL, bytes);
+        float *saveH = m->zH, *saveL = m->zL;
+        m->zH = m->dz;
+        m->zL = m->dz2;
+        cycles_nograd(m, w, hx, m->cfg.H_cycles - 1);
+        be->add(be, hx, m->zH, m->x_emb, n);
+        for (int l = 0; l < m->cfg.L_cycles; l++) be->copy(be, m->zL, net_fwd(m, w, m->zL, hx, NULL), bytes);
+        heads_fwd(m, w, net_fwd(m, w, m->zH, m->zL, NULL), NULL, m->q_next);
+        m->zH = saveH;
+        m->zL = saveL;
+        be->q_target(be, m->B, m->q_target, m->q_next, m->steps, m->cfg.halt_max_steps);
+        q_target = m->q_target;
+    }
+
+    trm_loss_args la = {
+        .B = m->B, .S = m->S, .V = m->V, .P = m->P,
+        .loss_type = m->cfg.loss_type,
+        .logits = m->logits, .labels = m->cur_labels, .q = m->q, .q_target = q_target,
+        .halted = m->halted, .steps = m->steps,
+        .grad_scale = o->grad_scale,
+        .dlogits = grad ? m->dlogits : NULL, .dq = grad ? m->dq : NULL,
+        .preds = m->preds, .metrics = m->metrics,
+    };
+    be->loss_head(be, &la);
+    if (!grad) return;
+
+    /* ---- backward ---- */
+    be->zero(be, m->g, m->n_flat * sizeof(float));
+    heads_bwd(m, m->zH, m->dz);
+    net_bwd(m, &m->saved[m->cfg.L_cycles], m->dz); /* dz = d(zH0 + zL_final) = dzL_final */
+    be->zero(be, m->dx_emb, bytes);
+    for (int l = m->cfg.L_cycles - 1; l >= 0; l--) {
+        net_bwd(m, &m->saved[l], m->dz); /* dz = d(zL_l + zH0 + x) */
+        be->axpy(be, m->dx_emb, m->dz, 1.0f, n);
+    }
+    be->embed_bwd(be, m->dx_emb, &ea, G_(m, m->p_tok), m->p_pos >= 0 ? G_(m, m->p_pos) : NULL,
+                  m->cfg.puzzle_emb_ndim ? m->d_puz_rows : NULL);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * optimisation
+ * ------------------------------------------------------------------------------------- */
+
+double trm_lr_schedule(double base, int64_t t, int64_t warmup, int64_t total, double min_ratio) {
+    if (t < warmup) return base * (double)t / (double)(warmup > 1 ? warmup : 1);
+    int64_t span = total - warmup > 1 ? total - warmup : 1;
+    double progress = (double)(t - warmup) / (double)span;
+    double cosv = 0.5 * (1.0 + cos(M_PI * 0.5 * 2.0 * progress));
+    double f = (1 - min_ratio) * cosv;
+    return base * (min_ratio + (f > 0 ? f : 0));
+}
+
+void trm_model_optim_step(trm_model *m, const trm_optim_opts *o) {
+    trm_backend *be = m->be;
+    if (m->cfg.puzzle_emb_ndim > 0)
+        be->sign_sgd_sparse(be, m->puz_w, m->cfg.puzzle_emb_ndim, m->cur_pid, m->d_puz_rows, m->B,
+                            (float)o->puzzle_emb_lr, (float)o->puzzle_emb_weight_decay);
+    if (!o->freeze_weights)
+        be->adam_atan2(be, m->w, m->g, m->m, m->v, m->n_flat, (float)o->lr, (float)o->weight_decay,
+                       (float)o->beta1, (float)o->beta2, o->t);
+    if (o->ema && m->ema) be->ema(be, m->ema, m->w, m->n_flat, (float)o->ema_rate);
+}

@@ -1,0 +1,132 @@
+/* model.h — the TRM model, written once and device-free: parameter table, carry, the
+ * H/L recursion with activations kept for the final cycle only, heads, ACT step, loss and
+ * the backward pass, all through the backend table (backend.h). */
+#ifndef TRM_MODEL_H
+#define TRM_MODEL_H
+#include <stdint.h>
+
+#include "backend.h"
+#include "util.h"
+
+enum { TRM_POS_NONE = 0, TRM_POS_ROPE = 1, TRM_POS_LEARNED = 2 };
+
+typedef struct {
+    int batch_size;          /* local rows per step */
+    int seq_len, vocab_size, num_puzzle_identifiers;
+    int H_cycles, L_cycles, L_layers;
+    int hidden_size, num_heads;
+    double expansion;
+    int puzzle_emb_ndim, puzzle_emb_len;
+    int pos_encodings;       /* TRM_POS_* */
+    int mlp_t;
+    int halt_max_steps;
+    double halt_exploration_prob;
+    int no_ACT_continue;
+    int forward_bf16;        /* forward_dtype == bfloat16 */
+    int loss_type;           /* TRM_LOSS_* */
+    double rms_norm_eps, rope_theta;
+} trm_model_config;
+
+/* One named slice of a flat parameter buffer. */
+typedef struct {
+    char name[96];
+    int ndim;
+    int64_t shape[2];
+    size_t offset, numel;
+} trm_param;
+
+typedef struct trm_block_acts trm_block_acts;
+typedef struct trm_net_acts trm_net_acts;
+
+typedef struct {
+    trm_model_config cfg;
+    trm_backend *be;
+    /* derived sizes */
+    int P, T, D, H, hd, I, It, S, V, B;
+    /* trained tensors: one flat buffer, named slices (reference state-dict names) */
+    int nparams;
+    trm_param params[64];
+    size_t n_flat;
+    float *w, *g, *m, *v, *ema; /* ema NULL unless enabled */
+    /* buffers: H_init, L_init (D), puzzle embedding table (num_ids × ndim) */
+    float *H_init, *L_init, *puz_w;
+    float *rope_cos, *rope_sin; /* T × hd */
+    /* carry */
+    float *zH, *zL;
+    int32_t *steps;
+    uint8_t *halted;
+    int32_t *cur_inputs, *cur_labels, *cur_pid;
+    /* a second carry, swapped in while evaluating so training's carry survives */
+    float *zH2, *zL2;
+    int32_t *steps2, *cur_inputs2, *cur_labels2, *cur_pid2;
+    uint8_t *halted2;
+    /* step inputs (device copies of the batch) */
+    int32_t *in_inputs, *in_labels, *in_pid;
+    /* work buffers */
+    float *x_emb, *dx_emb, *d_puz_rows;
+    float *logits, *dlogits, *q, *dq, *q_next, *q_target;
+    int32_t *preds;
+    double *metrics;      /* TRM_NMETRICS on the device */
+    float *dz, *dz2, *tmp_rows, *tmp_big;
+    trm_net_acts *saved;  /* L_cycles + 1 saved Net calls */
+    trm_net_acts *scratch;/* for no-grad calls */
+    void *act_arena;
+    size_t act_bytes;
+    int saved_count;
+    /* offsets of parameters used by the forward (indices into params[]) */
+    int p_tok, p_pos, p_lm, p_qw, p_qb;
+    int p_layer[16][4];   /* per layer: attn qkv / mlp_t gate_up, attn o / mlp_t down, mlp gate_up, mlp down */
+} trm_model;
+
+/* Derived sizes check: errors on inconsistent configs (e.g. hidden_size % num_heads). */
+int trm_model_config_check(const trm_model_config *c, trm_err *e);
+/* Allocates everything on the backend and initialises weights (JAX-style truncated normal
+ * from the seed; puzzle rows zero; q_head weight 0, bias −5). ema_enabled allocates EMA. */
+int trm_model_create(trm_model *m, const trm_model_config *c, trm_backend *be, uint64_t seed,
+                     int ema_enabled, trm_err *e);
+void trm_model_destroy(trm_model *m);
+const trm_param *trm_model_find_param(const trm_model *m, const char *name);
+
+/* Host batch → the model's step inputs. */
+void trm_model_set_batch(trm_model *m, const int32_t *inputs, const int32_t *labels,
+                         const int32_t *pid);
+/* Exchanges the active carry with the spare one (evaluation runs on the spare). */
+void trm_model_swap_carry(trm_model *m);
+/* Marks every carry row halted (start of training / a fresh evaluation batch). */
+void trm_model_reset_carry(trm_model *m);
+
+typedef struct {
+    int training;         /* 1: exploration, q-halting, gradients */
+    int want_grad;        /* compute gradients into m->g and m->d_puz_rows */
+    float grad_scale;     /* 1 / global_batch_size */
+    uint64_t seed;        /* exploration RNG */
+    uint64_t rng_step;
+    const float *weights; /* NULL = m->w (evaluation may pass m->ema) */
+} trm_step_opts;
+
+/* One ACT step on the carried batch: reset halted rows from the step inputs, run the inner
+ * model, update halting, compute loss/metrics (accumulated into m->metrics) and, with
+ * want_grad, the gradients (m->g zeroed first). */
+void trm_model_act_step(trm_model *m, const trm_step_opts *o);
+
+typedef struct {
+    double lr, puzzle_emb_lr;
+    double weight_decay, puzzle_emb_weight_decay;
+    double beta1, beta2;
+    int64_t t;            /* 1-based update count */
+    int freeze_weights;
+    int ema;
+    double ema_rate;
+} trm_optim_opts;
+
+/* Sparse sign-SGD on the puzzle rows used this step, AdamATan2 on the flat weights
+ * (unless frozen), EMA. */
+void trm_model_optim_step(trm_model *m, const trm_optim_opts *o);
+
+/* lr schedule of SPEC §5 (cosine with warmup). */
+double trm_lr_schedule(double base, int64_t t, int64_t warmup, int64_t total, double min_ratio);
+
+/* JAX-style truncated normal (SPEC §2) from a counter-based stream. */
+void trm_trunc_normal(float *out, size_t n, double std, uint64_t seed, uint64_t stream);
+
+#endif

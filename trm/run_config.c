@@ -1,0 +1,151 @@
+/* run_config.c — reads the resolved cfg tree into trm_run_config (see run_config.h). */
+#include "run_config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int get_list(const cfg_node *root, const char *key, char ***out, int *n, trm_err *e) {
+    *out = NULL;
+    *n = 0;
+    cfg_node *l = cfg_get(root, key);
+    if (!l || l->type == CFG_NULL) return 0;
+    if (l->type != CFG_LIST) return trm_errf(e, "%s: expected a list, got %s", key, cfg_type_name(l->type));
+    *out = xcalloc((size_t)l->n + 1, sizeof **out);
+    for (int i = 0; i < l->n; i++) {
+        cfg_node *it = l->items[i];
+        if (it->type == CFG_STR)
+            (*out)[(*n)++] = xstrdup(it->s);
+        else if (it->type == CFG_MAP) { /* evaluators: [{name: arc@ARC}] */
+            cfg_node *nm = cfg_get(it, "name");
+            if (!nm || nm->type != CFG_STR) return trm_errf(e, "%s[%d]: expected a map with a string 'name'", key, i);
+            (*out)[(*n)++] = xstrdup(nm->s);
+        } else
+            return trm_errf(e, "%s[%d]: expected a string, got %s", key, i, cfg_type_name(it->type));
+    }
+    return 0;
+}
+
+static int opt_str(const cfg_node *root, const char *key, const char **out, trm_err *e) {
+    *out = NULL;
+    cfg_node *n = cfg_get(root, key);
+    if (!n || n->type == CFG_NULL) return 0;
+    if (n->type != CFG_STR) return trm_errf(e, "%s: expected a string, got %s", key, cfg_type_name(n->type));
+    *out = n->s;
+    return 0;
+}
+
+static int opt_bool(const cfg_node *root, const char *key, int *out, int dflt, trm_err *e) {
+    *out = dflt;
+    if (!cfg_get(root, key) || cfg_get(root, key)->type == CFG_NULL) return 0;
+    return cfg_get_bool(root, key, out, e);
+}
+
+static int opt_int(const cfg_node *root, const char *key, int64_t *out, int64_t dflt, trm_err *e) {
+    *out = dflt;
+    if (!cfg_get(root, key) || cfg_get(root, key)->type == CFG_NULL) return 0;
+    return cfg_get_int(root, key, out, e);
+}
+
+static int read_arch(trm_model_config *a, const cfg_node *root, const char **arch_name, trm_err *e) {
+    int64_t v;
+    double f;
+    const char *s;
+    memset(a, 0, sizeof *a);
+    if (opt_str(root, "arch.name", arch_name, e)) return -1;
+#define AINT(field)                                                      \
+    do {                                                                 \
+        if (cfg_get_int(root, "arch." #field, &v, e)) return -1;         \
+        if (v < 0 || v > 1 << 30) return trm_errf(e, "arch." #field ": %lld is out of range", (long long)v); \
+        a->field = (int)v;                                               \
+    } while (0)
+    AINT(H_cycles);
+    AINT(L_cycles);
+    AINT(L_layers);
+    AINT(hidden_size);
+    AINT(num_heads);
+    AINT(puzzle_emb_ndim);
+    AINT(puzzle_emb_len);
+    AINT(halt_max_steps);
+#undef AINT
+    if (cfg_get_float(root, "arch.expansion", &a->expansion, e)) return -1;
+    if (cfg_get_float(root, "arch.halt_exploration_prob", &a->halt_exploration_prob, e)) return -1;
+    if (cfg_get_bool(root, "arch.mlp_t", &a->mlp_t, e)) return -1;
+    if (cfg_get_bool(root, "arch.no_ACT_continue", &a->no_ACT_continue, e)) return -1;
+    if (cfg_get_str(root, "arch.pos_encodings", &s, 0, e)) return -1;
+    if (!strcmp(s, "rope")) a->pos_encodings = TRM_POS_ROPE;
+    else if (!strcmp(s, "learned")) a->pos_encodings = TRM_POS_LEARNED;
+    else if (!strcmp(s, "none")) a->pos_encodings = TRM_POS_NONE;
+    else return trm_errf(e, "arch.pos_encodings: expected rope, learned or none, got '%s'", s);
+    if (cfg_get_str(root, "arch.forward_dtype", &s, 0, e)) return -1;
+    if (!strcmp(s, "bfloat16")) a->forward_bf16 = 1;
+    else if (!strcmp(s, "float32")) a->forward_bf16 = 0;
+    else return trm_errf(e, "arch.forward_dtype: expected bfloat16 or float32, got '%s'", s);
+    const char *lt = "stablemax_cross_entropy";
+    if (cfg_get(root, "arch.loss.loss_type") && cfg_get_str(root, "arch.loss.loss_type", &lt, 0, e)) return -1;
+    if (!strcmp(lt, "stablemax_cross_entropy")) a->loss_type = TRM_LOSS_STABLEMAX;
+    else if (!strcmp(lt, "softmax_cross_entropy")) a->loss_type = TRM_LOSS_SOFTMAX;
+    else return trm_errf(e, "arch.loss.loss_type: expected stablemax_cross_entropy or softmax_cross_entropy, got '%s'", lt);
+    a->rms_norm_eps = 1e-5;
+    a->rope_theta = 10000.0;
+    if (cfg_get(root, "arch.rms_norm_eps") && cfg_get_float(root, "arch.rms_norm_eps", &f, e) == 0) a->rms_norm_eps = f;
+    if (cfg_get(root, "arch.rope_theta") && cfg_get_float(root, "arch.rope_theta", &f, e) == 0) a->rope_theta = f;
+    return 0;
+}
+
+int trm_run_config_read(trm_run_config *rc, const cfg_node *root, trm_err *e) {
+    memset(rc, 0, sizeof *rc);
+    if (get_list(root, "data_paths", &rc->data_paths, &rc->n_data_paths, e)) return -1;
+    if (rc->n_data_paths == 0) return trm_errf(e, "data_paths: at least one dataset directory is needed");
+    if (get_list(root, "data_paths_test", &rc->data_paths_test, &rc->n_data_paths_test, e)) return -1;
+    if (get_list(root, "evaluators", &rc->evaluators, &rc->n_evaluators, e)) return -1;
+    if (cfg_get_int(root, "global_batch_size", &rc->global_batch_size, e)) return -1;
+    if (cfg_get_int(root, "epochs", &rc->epochs, e)) return -1;
+    if (cfg_get_int(root, "eval_interval", &rc->eval_interval, e)) return -1;
+    if (opt_int(root, "min_eval_interval", &rc->min_eval_interval, 0, e)) return -1;
+    if (cfg_get_bool(root, "checkpoint_every_eval", &rc->checkpoint_every_eval, e)) return -1;
+    if (cfg_get_float(root, "lr", &rc->lr, e)) return -1;
+    if (cfg_get_float(root, "lr_min_ratio", &rc->lr_min_ratio, e)) return -1;
+    if (cfg_get_int(root, "lr_warmup_steps", &rc->lr_warmup_steps, e)) return -1;
+    if (cfg_get_float(root, "beta1", &rc->beta1, e)) return -1;
+    if (cfg_get_float(root, "beta2", &rc->beta2, e)) return -1;
+    if (cfg_get_float(root, "weight_decay", &rc->weight_decay, e)) return -1;
+    if (cfg_get_float(root, "puzzle_emb_weight_decay", &rc->puzzle_emb_weight_decay, e)) return -1;
+    if (cfg_get_float(root, "puzzle_emb_lr", &rc->puzzle_emb_lr, e)) return -1;
+    if (cfg_get_int(root, "seed", &rc->seed, e)) return -1;
+    if (cfg_get_bool(root, "ema", &rc->ema, e)) return -1;
+    if (cfg_get_float(root, "ema_rate", &rc->ema_rate, e)) return -1;
+    if (cfg_get_bool(root, "freeze_weights", &rc->freeze_weights, e)) return -1;
+    rc->device = "auto";
+    if (opt_str(root, "device", &rc->device, e)) return -1;
+    if (!rc->device) rc->device = "auto";
+    if (opt_bool(root, "compile", &rc->compile, 1, e)) return -1;
+    if (opt_int(root, "log_interval", &rc->log_interval, 10, e)) return -1;
+    if (opt_str(root, "project_name", &rc->project_name, e) || opt_str(root, "run_name", &rc->run_name, e) ||
+        opt_str(root, "load_checkpoint", &rc->load_checkpoint, e) ||
+        opt_str(root, "checkpoint_path", &rc->checkpoint_path, e) || opt_str(root, "resume", &rc->resume, e))
+        return -1;
+    if (opt_bool(root, "eval_save_outputs", &rc->eval_save_outputs, 0, e)) return -1;
+    if (opt_int(root, "stop_after_steps", &rc->stop_after_steps, 0, e)) return -1;
+    if (read_arch(&rc->arch, root, &rc->arch_name, e)) return -1;
+
+    if (rc->global_batch_size < 1) return trm_errf(e, "global_batch_size must be >= 1 (got %lld)", (long long)rc->global_batch_size);
+    if (rc->eval_interval < 1) return trm_errf(e, "eval_interval must be >= 1");
+    if (rc->epochs < 1 || rc->epochs % rc->eval_interval)
+        return trm_errf(e, "epochs (%lld) must be a positive multiple of eval_interval (%lld)",
+                        (long long)rc->epochs, (long long)rc->eval_interval);
+    if (rc->log_interval < 1) return trm_errf(e, "log_interval must be >= 1");
+    if (rc->lr_warmup_steps < 0) return trm_errf(e, "lr_warmup_steps must be >= 0");
+    return 0;
+}
+
+static void free_list(char **l, int n) {
+    for (int i = 0; i < n; i++) free(l[i]);
+    free(l);
+}
+
+void trm_run_config_free(trm_run_config *rc) {
+    free_list(rc->data_paths, rc->n_data_paths);
+    free_list(rc->data_paths_test, rc->n_data_paths_test);
+    free_list(rc->evaluators, rc->n_evaluators);
+    memset(rc, 0, sizeof *rc);
+}

@@ -1,0 +1,462 @@
+/* train.c — the training loop of `trm pretrain` (the reference's pretrain.py) and the
+ * evaluation pass shared with `trm generate`. */
+#include "train.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "device.h"
+#include "rng.h"
+#include "signals.h"
+
+const char *const trm_metric_names[TRM_NMETRICS] = {
+    "count", "accuracy", "exact_accuracy", "q_halt_accuracy",
+    "steps", "lm_loss",  "q_halt_loss",    "q_continue_loss"};
+
+static int is_loss(int k) { return k >= TRM_M_LM_LOSS; }
+
+void trm_model_config_for(trm_model_config *mc, const trm_run_config *rc, const trm_dataset_meta *meta,
+                          int local_batch) {
+    *mc = rc->arch;
+    mc->batch_size = local_batch;
+    mc->seq_len = (int)meta->seq_len;
+    mc->vocab_size = (int)meta->vocab_size;
+    mc->num_puzzle_identifiers = (int)meta->num_puzzle_identifiers;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * evaluation
+ * ------------------------------------------------------------------------------------- */
+
+void trm_eval_result_free(trm_eval_result *r) {
+    for (int i = 0; i < r->nsets; i++) free(r->names[i]);
+    free(r->names);
+    free(r->sums);
+    memset(r, 0, sizeof *r);
+}
+
+double trm_eval_metric(const trm_eval_result *r, int set, int k) {
+    double count = r->sums[set][TRM_M_COUNT];
+    return r->sums[set][k] / count; /* the reference divides by count, also the losses */
+}
+
+int trm_evaluate(trm_model *m, const trm_dataset *d, int64_t global_batch_size, const float *weights,
+                 trm_eval_result *res, trm_eval_outputs *outs, trm_err *e) {
+    trm_backend *be = m->be;
+    memset(res, 0, sizeof *res);
+    res->nsets = d->nsets;
+    res->names = xcalloc((size_t)d->nsets, sizeof *res->names);
+    res->sums = xcalloc((size_t)d->nsets, sizeof *res->sums);
+    for (int i = 0; i < d->nsets; i++) res->names[i] = xstrdup(d->sets[i].name);
+    trm_test_iter it;
+    trm_test_iter_init(&it, global_batch_size, 0, 1);
+    trm_batch b;
+    trm_batch_alloc(&b, m->B, m->S);
+    trm_model_swap_carry(m);
+    int32_t *preds = outs ? xmalloc((size_t)m->B * m->S * sizeof(int32_t)) : NULL;
+    float *q = outs ? xmalloc((size_t)m->B * 2 * sizeof(float)) : NULL;
+    int64_t out_pos = 0;
+    int got, rc = 0;
+    while ((got = trm_test_iter_next(d, &it, &b)) != 0) {
+        if (got < 0) {
+            rc = trm_errf(e, "global_batch_size %" PRId64 " cannot be split into batches of %d", global_batch_size, m->B);
+            break;
+        }
+        trm_model_set_batch(m, b.inputs, b.labels, b.puzzle_identifiers);
+        trm_model_reset_carry(m);
+        for (int s = 0; s < m->cfg.halt_max_steps; s++) {
+            be->zero(be, m->metrics, TRM_NMETRICS * sizeof(double));
+            trm_step_opts so = {.training = 0, .want_grad = 0, .grad_scale = 1.0f / (float)global_batch_size,
+                                .weights = weights};
+            trm_model_act_step(m, &so);
+        }
+        double mt[TRM_NMETRICS];
+        be->to_host(be, mt, m->metrics, sizeof mt);
+        for (int k = 0; k < TRM_NMETRICS; k++) res->sums[b.set_index][k] += mt[k];
+        if (outs) {
+            int64_t real = b.effective_size < m->B ? b.effective_size : m->B;
+            be->to_host(be, preds, m->preds, (size_t)m->B * m->S * sizeof(int32_t));
+            be->to_host(be, q, m->q, (size_t)m->B * 2 * sizeof(float));
+            outs->preds = xrealloc(outs->preds, (size_t)(out_pos + real) * m->S * sizeof(int32_t));
+            outs->q_halt = xrealloc(outs->q_halt, (size_t)(out_pos + real) * sizeof(float));
+            memcpy(outs->preds + out_pos * m->S, preds, (size_t)real * m->S * sizeof(int32_t));
+            for (int64_t r = 0; r < real; r++) outs->q_halt[out_pos + r] = q[2 * r];
+            out_pos += real;
+            outs->n = out_pos;
+        }
+    }
+    trm_model_swap_carry(m);
+    free(preds);
+    free(q);
+    trm_batch_free(&b);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * run directory naming (as the reference: project from the first data path, run name from
+ * the arch class and a random two-word slug)
+ * ------------------------------------------------------------------------------------- */
+
+static char *slug2(void) {
+    static const char *const adj[] = {"agile", "amber", "bold", "brisk", "calm", "clever", "cosmic",
+                                      "crimson", "daring", "eager", "fancy", "gentle", "golden", "happy",
+                                      "jolly", "keen", "lively", "lucky", "mellow", "nimble", "quiet",
+                                      "rapid", "shiny", "silent", "smart", "swift", "tidy", "vivid",
+                                      "witty", "zesty"};
+    static const char *const noun[] = {"badger", "beaver", "condor", "dolphin", "falcon", "ferret",
+                                       "gecko", "heron", "ibis", "jackal", "koala", "lemur", "lynx",
+                                       "marten", "narwhal", "ocelot", "otter", "panda", "puffin", "quail",
+                                       "raven", "salmon", "tapir", "toucan", "urchin", "viper", "walrus",
+                                       "wombat", "yak", "zebra"};
+    trm_rng r;
+    trm_rng_init(&r, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32), 7);
+    return xasprintf("%s-%s", adj[trm_rng_below(&r, sizeof adj / sizeof adj[0])],
+                     noun[trm_rng_below(&r, sizeof noun / sizeof noun[0])]);
+}
+
+static char *basename_of(const char *p) {
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/') n--;
+    size_t s = n;
+    while (s > 0 && p[s - 1] != '/') s--;
+    return xstrndup(p + s, n - s);
+}
+
+void trm_fill_run_names(cfg_node *cfg, const trm_run_config *rc) {
+    if (!rc->project_name) {
+        char *b = basename_of(rc->data_paths[0]);
+        for (char *c = b; *c; c++) *c = c == b ? (char)toupper((unsigned char)*c) : (char)tolower((unsigned char)*c);
+        cfg_node *n = cfg_new(CFG_STR);
+        n->s = xasprintf("%s-ACT-torch", b);
+        cfg_set(cfg, "project_name", n);
+        free(b);
+    }
+    if (!rc->run_name) {
+        const char *an = rc->arch_name ? rc->arch_name : "trm";
+        const char *at = strrchr(an, '@');
+        char *slug = slug2();
+        cfg_node *n = cfg_new(CFG_STR);
+        n->s = xasprintf("%s %s", at ? at + 1 : an, slug);
+        cfg_set(cfg, "run_name", n);
+        free(slug);
+    }
+    if (!rc->checkpoint_path) {
+        cfg_node *n = cfg_new(CFG_STR);
+        n->s = xasprintf("checkpoints/%s/%s", cfg_get(cfg, "project_name")->s, cfg_get(cfg, "run_name")->s);
+        cfg_set(cfg, "checkpoint_path", n);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * the trainer
+ * ------------------------------------------------------------------------------------- */
+
+typedef struct {
+    cfg_node *cfg;
+    trm_run_config rc;
+    char *config_yaml;
+    trm_dataset train, test;
+    int have_test;
+    trm_backend *be;
+    trm_model m;
+    trm_sampler_state sampler;
+    int64_t step, total_steps, total_iters;
+    const char *run_dir;
+    FILE *metrics;
+    int tty;
+    double t_start, t_last_log;
+    int64_t step_last_log;
+    double acc[TRM_NMETRICS]; /* train metrics since the last log */
+    int acc_steps;
+    double lr;
+} trainer;
+
+static void json_kv(FILE *f, const char *k, double v) {
+    if (isfinite(v))
+        fprintf(f, ", \"%s\": %.9g", k, v);
+    else
+        fprintf(f, ", \"%s\": null", k);
+}
+
+static void log_train(trainer *t) {
+    int64_t gbs = t->rc.global_batch_size;
+    double count = t->acc[TRM_M_COUNT] > 1 ? t->acc[TRM_M_COUNT] : 1;
+    double v[TRM_NMETRICS];
+    for (int k = 0; k < TRM_NMETRICS; k++)
+        v[k] = is_loss(k) ? t->acc[k] / ((double)gbs * t->acc_steps) : t->acc[k] / count;
+    fprintf(t->metrics, "{\"step\": %" PRId64 ", \"kind\": \"train\"", t->step);
+    for (int k = 0; k < TRM_NMETRICS; k++) {
+        if (k == TRM_M_COUNT || (k == TRM_M_Q_CONTINUE_LOSS && t->m.cfg.no_ACT_continue)) continue;
+        char key[64];
+        snprintf(key, sizeof key, "train/%s", trm_metric_names[k]);
+        json_kv(t->metrics, key, v[k]);
+    }
+    json_kv(t->metrics, "train/lr", t->lr);
+    fprintf(t->metrics, "}\n");
+    fflush(t->metrics);
+
+    double now = trm_now_seconds();
+    double rate = (double)(t->step - t->step_last_log) * (double)gbs / (now - t->t_last_log + 1e-9);
+    double eta = (double)(t->total_steps - t->step) * (now - t->t_start) /
+                 (double)(t->step > 0 ? t->step : 1);
+    int width = 30, filled = (int)(width * (double)t->step / (double)(t->total_steps ? t->total_steps : 1));
+    char bar[64];
+    for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
+    bar[width] = 0;
+    FILE *o = stdout;
+    if (t->tty)
+        fprintf(o, "\r[%s] %" PRId64 "/%" PRId64 " loss %.4f exact %.3f %.0f ex/s ETA %.0fs   ", bar, t->step,
+                t->total_steps, v[TRM_M_LM_LOSS], v[TRM_M_EXACT_ACCURACY], rate, eta);
+    else
+        fprintf(o, "step %" PRId64 "/%" PRId64 "  lm_loss %.4f  accuracy %.4f  exact %.4f  q_halt_acc %.4f  steps %.2f  lr %.3g  %.0f ex/s  ETA %.0fs\n",
+                t->step, t->total_steps, v[TRM_M_LM_LOSS], v[TRM_M_ACCURACY], v[TRM_M_EXACT_ACCURACY],
+                v[TRM_M_Q_HALT_ACCURACY], v[TRM_M_STEPS], t->lr, rate, eta);
+    fflush(o);
+    memset(t->acc, 0, sizeof t->acc);
+    t->acc_steps = 0;
+    t->t_last_log = now;
+    t->step_last_log = t->step;
+}
+
+static int save_checkpoint(trainer *t, trm_err *e) {
+    char *name = xasprintf("step_%" PRId64 ".safetensors", t->step);
+    char *path = trm_path_join(t->run_dir, name);
+    trm_ckpt_state st = {.step = t->step, .total_steps = t->total_steps, .sampler = t->sampler,
+                         .has_sampler = 1, .world_size = 1};
+    int rc = trm_checkpoint_save(path, &t->m, t->config_yaml, &st, e);
+    if (!rc) {
+        if (t->tty) fputc('\n', stdout);
+        printf("checkpoint: %s\n", path);
+    }
+    free(name);
+    free(path);
+    return rc;
+}
+
+static int run_eval(trainer *t, trm_err *e) {
+    trm_eval_result r;
+    const float *w = t->rc.ema ? t->m.ema : NULL;
+    if (trm_evaluate(&t->m, &t->test, t->rc.global_batch_size, w, &r, NULL, e)) return -1;
+    if (t->tty) fputc('\n', stdout);
+    fprintf(t->metrics, "{\"step\": %" PRId64 ", \"kind\": \"eval\"", t->step);
+    for (int s = 0; s < r.nsets; s++) {
+        printf("eval step %" PRId64 " [%s]", t->step, r.names[s]);
+        for (int k = 1; k < TRM_NMETRICS; k++) {
+            if (k == TRM_M_Q_CONTINUE_LOSS && t->m.cfg.no_ACT_continue) continue;
+            char key[128];
+            snprintf(key, sizeof key, "%s/%s", r.names[s], trm_metric_names[k]);
+            double v = trm_eval_metric(&r, s, k);
+            json_kv(t->metrics, key, v);
+            printf("  %s %.4f", trm_metric_names[k], v);
+        }
+        char key[128];
+        snprintf(key, sizeof key, "%s/count", r.names[s]);
+        json_kv(t->metrics, key, r.sums[s][TRM_M_COUNT]);
+        printf("\n");
+    }
+    fprintf(t->metrics, "}\n");
+    fflush(t->metrics);
+    fflush(stdout);
+    trm_eval_result_free(&r);
+    return 0;
+}
+
+static int open_data(trainer *t, trm_err *e) {
+    if (trm_dataset_open(&t->train, (const char *const *)t->rc.data_paths, t->rc.n_data_paths, "train", e))
+        return -1;
+    char **tp = t->rc.n_data_paths_test ? t->rc.data_paths_test : t->rc.data_paths;
+    int ntp = t->rc.n_data_paths_test ? t->rc.n_data_paths_test : t->rc.n_data_paths;
+    int have = 1;
+    for (int i = 0; i < ntp; i++) {
+        char *d = trm_path_join(tp[i], "test");
+        have &= trm_is_dir(d);
+        free(d);
+    }
+    if (have) {
+        if (trm_dataset_open(&t->test, (const char *const *)tp, ntp, "test", e)) return -1;
+        t->have_test = 1;
+    } else {
+        fprintf(stderr, "trm: warning: no test split next to the training data; evaluation is skipped\n");
+    }
+    return 0;
+}
+
+static int train_loop(trainer *t, trm_err *e) {
+    trm_model *m = &t->m;
+    trm_backend *be = t->be;
+    trm_batch b;
+    trm_batch_alloc(&b, m->B, m->S);
+    int rc = 0, saved_last = 0;
+    for (int64_t iter = t->sampler.iter; iter < t->total_iters && rc == 0; iter++) {
+        int got;
+        while (t->step < t->total_steps && (got = trm_sampler_next(&t->train, &t->sampler, &b)) != 0) {
+            if (got < 0) {
+                rc = trm_errf(e, "the training sampler's state is invalid (iter %" PRId64 ", position %" PRId64 ")",
+                              t->sampler.iter, t->sampler.group_pos);
+                break;
+            }
+            t->step++;
+            trm_model_set_batch(m, b.inputs, b.labels, b.puzzle_identifiers);
+            be->zero(be, m->metrics, TRM_NMETRICS * sizeof(double));
+            trm_step_opts so = {.training = 1, .want_grad = 1, .grad_scale = 1.0f / (float)t->rc.global_batch_size,
+                                .seed = (uint64_t)t->rc.seed, .rng_step = (uint64_t)t->step};
+            trm_model_act_step(m, &so);
+            t->lr = trm_lr_schedule(t->rc.lr, t->step, t->rc.lr_warmup_steps, t->total_steps, t->rc.lr_min_ratio);
+            trm_optim_opts oo = {
+                .lr = t->lr,
+                .puzzle_emb_lr = trm_lr_schedule(t->rc.puzzle_emb_lr, t->step, t->rc.lr_warmup_steps,
+                                                 t->total_steps, t->rc.lr_min_ratio),
+                .weight_decay = t->rc.weight_decay, .puzzle_emb_weight_decay = t->rc.puzzle_emb_weight_decay,
+                .beta1 = t->rc.beta1, .beta2 = t->rc.beta2, .t = t->step,
+                .freeze_weights = t->rc.freeze_weights, .ema = t->rc.ema, .ema_rate = t->rc.ema_rate};
+            double mt[TRM_NMETRICS];
+            be->to_host(be, mt, m->metrics, sizeof mt);
+            double loss = mt[TRM_M_LM_LOSS] + 0.5 * (mt[TRM_M_Q_HALT_LOSS] + mt[TRM_M_Q_CONTINUE_LOSS]);
+            if (!isfinite(loss)) {
+                if (t->tty) fputc('\n', stdout);
+                rc = trm_errf(e, "the loss became %s at step %" PRId64 "; stopping (the last good checkpoint in %s is kept)",
+                              isnan(loss) ? "NaN" : "Inf", t->step, t->run_dir);
+                break;
+            }
+            trm_model_optim_step(m, &oo);
+            for (int k = 0; k < TRM_NMETRICS; k++) t->acc[k] += mt[k];
+            t->acc_steps++;
+            if (t->step % t->rc.log_interval == 0 || t->step == t->total_steps) log_train(t);
+            int sig = trm_signals_pending();
+            if (sig || t->step == t->rc.stop_after_steps) {
+                if (t->tty) fputc('\n', stdout);
+                if (sig)
+                    fprintf(stderr, "trm: signal %d: stopping after step %" PRId64 "\n", sig, t->step);
+                else
+                    printf("stop_after_steps=%" PRId64 ": stopping; continue with resume=auto\n", t->step);
+                int src = save_checkpoint(t, e);
+                trm_batch_free(&b);
+                return src ? -1 : sig ? 128 + sig : 0;
+            }
+        }
+        if (rc) break;
+        trm_sampler_next_iter(&t->sampler);
+        saved_last = 0;
+        if (iter >= t->rc.min_eval_interval) {
+            if (t->have_test && run_eval(t, e)) {
+                rc = -1;
+                break;
+            }
+            if (t->rc.checkpoint_every_eval || iter == t->total_iters - 1) {
+                if (save_checkpoint(t, e)) {
+                    rc = -1;
+                    break;
+                }
+                saved_last = 1;
+            }
+        }
+        if (t->step >= t->total_steps) break;
+    }
+    if (rc == 0 && !saved_last && save_checkpoint(t, e)) rc = -1;
+    trm_batch_free(&b);
+    return rc;
+}
+
+static int setup(trainer *t, const char *resume_path, trm_err *e) {
+    if (trm_run_config_read(&t->rc, t->cfg, e)) return -1;
+    trm_fill_run_names(t->cfg, &t->rc);
+    trm_run_config_free(&t->rc);
+    if (trm_run_config_read(&t->rc, t->cfg, e)) return -1;
+    t->run_dir = t->rc.checkpoint_path;
+    if (open_data(t, e)) return -1;
+
+    trm_device_request req = {.want_compile = t->rc.compile, .want_bf16 = t->rc.arch.forward_bf16};
+    trm_device_choice dc;
+    if (trm_device_choose(t->rc.device, &req, &dc, stderr, e)) return -1;
+    printf("%s\n", dc.why);
+    t->be = dc.entry->create(dc.index, e);
+    if (!t->be) return -1;
+    t->be->use_bf16 = dc.bf16;
+
+    trm_model_config mc;
+    int64_t gbs = t->rc.global_batch_size;
+    trm_model_config_for(&mc, &t->rc, &t->train.meta, (int)gbs);
+    if (trm_model_create(&t->m, &mc, t->be, (uint64_t)t->rc.seed, t->rc.ema, e)) return -1;
+    t->total_steps = trm_total_steps(&t->train.meta, t->rc.epochs, gbs);
+    t->total_iters = t->rc.epochs / t->rc.eval_interval;
+    if (t->total_steps < 1)
+        return trm_errf(e, "the run has no training steps: epochs (%" PRId64 ") x examples per epoch is smaller than "
+                           "global_batch_size (%" PRId64 ")", t->rc.epochs, gbs);
+    trm_sampler_init(&t->sampler, (uint64_t)t->rc.seed, t->rc.eval_interval, gbs, 0, 1);
+
+    if (resume_path) {
+        trm_ckpt_state st;
+        if (trm_checkpoint_resume(&t->m, resume_path, &st, e)) return -1;
+        t->step = st.step;
+        if (st.has_sampler) { /* the position; seed, batch and ranks come from this run */
+            if (st.sampler.seed != t->sampler.seed || st.sampler.global_batch_size != gbs ||
+                st.sampler.epochs_per_iter != t->sampler.epochs_per_iter)
+                return trm_errf(e, "%s: seed, global_batch_size or eval_interval differ from the checkpoint's; "
+                                   "an exact resume needs the same", resume_path);
+            t->sampler.iter = st.sampler.iter;
+            t->sampler.set_index = st.sampler.set_index;
+            t->sampler.group_pos = st.sampler.group_pos;
+            t->sampler.batch_index = st.sampler.batch_index;
+        }
+        printf("resumed from %s at step %" PRId64 "\n", resume_path, t->step);
+    } else if (t->rc.load_checkpoint) {
+        if (trm_checkpoint_load_weights(&t->m, t->rc.load_checkpoint, 1, e)) return -1;
+        printf("loaded weights from %s\n", t->rc.load_checkpoint);
+    }
+    if (trm_mkdirs(t->run_dir, e)) return -1;
+    t->config_yaml = cfg_to_yaml(t->cfg);
+    char *cpath = trm_path_join(t->run_dir, "config.yaml");
+    int rc = trm_write_file_atomic(cpath, t->config_yaml, strlen(t->config_yaml), e);
+    free(cpath);
+    if (rc) return -1;
+    char *mpath = trm_path_join(t->run_dir, "metrics.jsonl");
+    t->metrics = fopen(mpath, "a");
+    if (!t->metrics) {
+        trm_errf(e, "%s: cannot open for appending", mpath);
+        free(mpath);
+        return -1;
+    }
+    free(mpath);
+    printf("run directory: %s\n", t->run_dir);
+    printf("model: %d parameters (%s), %" PRId64 " steps of %" PRId64 " examples, %" PRId64 " chunks of %" PRId64 " epochs\n",
+           (int)t->m.n_flat, t->rc.arch.mlp_t ? "mlp_t" : "attention", t->total_steps, gbs, t->total_iters,
+           t->rc.eval_interval);
+    for (int i = 0; i < t->rc.n_evaluators; i++)
+        fprintf(stderr, "trm: warning: evaluator '%s' is not part of this build; its metrics are not computed\n",
+                t->rc.evaluators[i]);
+    fflush(stdout);
+    return 0;
+}
+
+int trm_pretrain_main(cfg_node *cfg, const char *resume_path) {
+    trainer t;
+    memset(&t, 0, sizeof t);
+    t.cfg = cfg;
+    t.tty = isatty(STDOUT_FILENO);
+    trm_err e = {{0}};
+    int rc = setup(&t, resume_path, &e);
+    if (rc == 0) {
+        trm_signals_install();
+        t.t_start = t.t_last_log = trm_now_seconds();
+        t.step_last_log = t.step;
+        rc = train_loop(&t, &e);
+    }
+    if (rc < 0 || (rc > 0 && rc < 128)) {
+        fprintf(stderr, "trm pretrain: %s\n", e.msg);
+        rc = 1;
+    }
+    if (t.metrics) fclose(t.metrics);
+    if (t.m.be) trm_model_destroy(&t.m);
+    if (t.be) t.be->destroy(t.be);
+    if (t.have_test) trm_dataset_close(&t.test);
+    if (t.train.sets) trm_dataset_close(&t.train);
+    free(t.config_yaml);
+    trm_run_config_free(&t.rc);
+    return rc;
+}

@@ -1,0 +1,45 @@
+/* train.h — `trm pretrain` and `trm generate` behind the command line: the training loop
+ * (chunks of eval_interval epochs, evaluation, checkpoints, metrics.jsonl, progress, signals,
+ * resume) and evaluation of a checkpoint. */
+#ifndef TRM_TRAIN_H
+#define TRM_TRAIN_H
+#include "config.h"
+#include "dataset.h"
+#include "model.h"
+#include "run_config.h"
+
+/* Runs a training given the resolved config tree (owned by the caller; run name, project and
+ * checkpoint_path are filled in). resume_path: checkpoint to continue from, or NULL.
+ * Returns the process exit status (0, 1 error, 130/143 stopped by a signal). */
+int trm_pretrain_main(cfg_node *cfg, const char *resume_path);
+
+/* Per-set evaluation results: sums of the final ACT step's metrics. */
+typedef struct {
+    int nsets;
+    char **names;
+    double (*sums)[TRM_NMETRICS];
+} trm_eval_result;
+
+typedef struct {
+    int32_t *preds;   /* n_examples × S, when collecting */
+    float *q_halt;    /* n_examples */
+    int64_t n;
+} trm_eval_outputs;
+
+/* Evaluates `weights` (NULL = m->w) on every set of `d`; the training carry is preserved. */
+int trm_evaluate(trm_model *m, const trm_dataset *d, int64_t global_batch_size, const float *weights,
+                 trm_eval_result *res, trm_eval_outputs *outs, trm_err *e);
+void trm_eval_result_free(trm_eval_result *r);
+/* "<set>/<metric>" value: losses and the rest divided by count, as the reference. */
+double trm_eval_metric(const trm_eval_result *r, int set, int k);
+extern const char *const trm_metric_names[TRM_NMETRICS];
+
+/* Fills project_name, run_name and checkpoint_path when absent (as the reference: project
+ * from the first data path, run name from the arch class and a random two-word slug). */
+void trm_fill_run_names(cfg_node *cfg, const trm_run_config *rc);
+
+/* Model config from the run config + dataset metadata (+ local batch). */
+void trm_model_config_for(trm_model_config *mc, const trm_run_config *rc, const trm_dataset_meta *meta,
+                          int local_batch);
+
+#endif

@@ -1,0 +1,258 @@
+/* util.c — error messages, checked allocation, atomic file writes, mmap and clock wrappers.
+ * The only place with POSIX file-system calls, so porting means touching one file. */
+#define _POSIX_C_SOURCE 200809L
+#include "util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int trm_errf(trm_err *e, const char *fmt, ...) {
+    if (e) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+int trm_err_prefix(trm_err *e, const char *fmt, ...) {
+    if (e) {
+        char pre[1024], old[sizeof e->msg];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(pre, sizeof pre, fmt, ap);
+        va_end(ap);
+        memcpy(old, e->msg, sizeof old);
+        /* truncation is acceptable for an error message; bounded copies keep gcc quiet */
+        size_t np = strnlen(pre, sizeof pre), room = sizeof e->msg - 1;
+        if (np > room) np = room;
+        memcpy(e->msg, pre, np);
+        size_t o = np;
+        const char *sep = ": ";
+        for (int i = 0; i < 2 && o < room; i++) e->msg[o++] = sep[i];
+        size_t no = strnlen(old, sizeof old);
+        if (no > room - o) no = room - o;
+        memcpy(e->msg + o, old, no);
+        e->msg[o + no] = 0;
+    }
+    return -1;
+}
+
+static void oom(size_t n) {
+    fprintf(stderr, "trm: out of host memory allocating %zu bytes\n", n);
+    abort();
+}
+
+void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) oom(n);
+    return p;
+}
+
+void *xcalloc(size_t n, size_t sz) {
+    void *p = calloc(n ? n : 1, sz ? sz : 1);
+    if (!p) oom(n * sz);
+    return p;
+}
+
+void *xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) oom(n);
+    return q;
+}
+
+char *xstrdup(const char *s) { return xstrndup(s, strlen(s)); }
+
+char *xstrndup(const char *s, size_t n) {
+    char *d = xmalloc(n + 1);
+    memcpy(d, s, n);
+    d[n] = 0;
+    return d;
+}
+
+char *xasprintf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = xmalloc((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+char *trm_read_file(const char *path, size_t *len, trm_err *e) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        trm_errf(e, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = xmalloc(cap);
+    for (;;) {
+        if (n + 1 >= cap) buf = xrealloc(buf, cap *= 2);
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        trm_errf(e, "%s: read error", path);
+        return NULL;
+    }
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}
+
+static int write_all(int fd, const void *data, size_t len) {
+    const char *p = data;
+    while (len) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int trm_write_file_atomic(const char *path, const void *data, size_t len, trm_err *e) {
+    char *tmp = xasprintf("%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        trm_errf(e, "%s: cannot create: %s", tmp, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    if (write_all(fd, data, len) != 0 || fsync(fd) != 0) {
+        trm_errf(e, "%s: write failed: %s", tmp, strerror(errno));
+        close(fd);
+        unlink(tmp);
+        free(tmp);
+        return -1;
+    }
+    close(fd);
+    if (rename(tmp, path) != 0) {
+        trm_errf(e, "%s: cannot rename into place: %s", path, strerror(errno));
+        unlink(tmp);
+        free(tmp);
+        return -1;
+    }
+    free(tmp);
+    return 0;
+}
+
+int trm_mkdirs(const char *path, trm_err *e) {
+    char *p = xstrdup(path);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/') continue;
+        *s = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+            trm_errf(e, "%s: cannot create directory: %s", p, strerror(errno));
+            free(p);
+            return -1;
+        }
+        *s = '/';
+    }
+    if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+        trm_errf(e, "%s: cannot create directory: %s", p, strerror(errno));
+        free(p);
+        return -1;
+    }
+    free(p);
+    if (!trm_is_dir(path)) return trm_errf(e, "%s: exists and is not a directory", path);
+    return 0;
+}
+
+int trm_file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+int trm_is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+char *trm_path_join(const char *a, const char *b) {
+    size_t la = strlen(a);
+    if (la == 0) return xstrdup(b);
+    return xasprintf("%s%s%s", a, a[la - 1] == '/' ? "" : "/", b);
+}
+
+int trm_mmap_open(trm_mmap *m, const char *path, trm_err *e) {
+    m->data = NULL;
+    m->size = 0;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return trm_errf(e, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return trm_errf(e, "%s: not a regular file", path);
+    }
+    m->size = (size_t)st.st_size;
+    if (m->size == 0) {
+        close(fd);
+        return 0;
+    }
+    void *p = mmap(NULL, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return trm_errf(e, "%s: cannot map: %s", path, strerror(errno));
+    m->data = p;
+    return 0;
+}
+
+void trm_mmap_close(trm_mmap *m) {
+    if (m->data) munmap(m->data, m->size);
+    m->data = NULL;
+    m->size = 0;
+}
+
+double trm_now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int trm_remove_tree(const char *path, trm_err *e) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : trm_errf(e, "%s: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(path);
+        if (!d) return trm_errf(e, "%s: cannot open directory: %s", path, strerror(errno));
+        struct dirent *de;
+        int rc = 0;
+        while (rc == 0 && (de = readdir(d))) {
+            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+            char *child = trm_path_join(path, de->d_name);
+            rc = trm_remove_tree(child, e);
+            free(child);
+        }
+        closedir(d);
+        if (rc) return rc;
+        if (rmdir(path) != 0) return trm_errf(e, "%s: cannot remove: %s", path, strerror(errno));
+        return 0;
+    }
+    if (unlink(path) != 0) return trm_errf(e, "%s: cannot remove: %s", path, strerror(errno));
+    return 0;
+}
+
+int trm_rename(const char *from, const char *to, trm_err *e) {
+    if (rename(from, to) != 0) return trm_errf(e, "cannot rename %s to %s: %s", from, to, strerror(errno));
+    return 0;
+}
