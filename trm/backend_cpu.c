@@ -117,7 +117,6 @@ static void exp_affine(float *y, const float *x, int n, float a, float b) {
 /* ---- memory -------------------------------------------------------------------------- */
 
 static void *cpu_alloc(trm_backend *be, size_t bytes) {
-    (void)be;
     size_t n = bytes ? (bytes + 63) / 64 * 64 : 64;
     if (n < bytes) return NULL; /* overflow */
     void *p = NULL;
@@ -127,17 +126,14 @@ static void *cpu_alloc(trm_backend *be, size_t bytes) {
 }
 
 static void cpu_free(trm_backend *be, void *p) {
-    (void)be;
     free(p);
 }
 
 static void cpu_memcpy(trm_backend *be, void *dst, const void *src, size_t bytes) {
-    (void)be;
     if (bytes && dst != src) memmove(dst, src, bytes);
 }
 
 static void cpu_zero(trm_backend *be, void *p, size_t bytes) {
-    (void)be;
     if (bytes) memset(p, 0, bytes);
 }
 
@@ -173,7 +169,6 @@ static void sgemm1(int ta, int tb, int M, int N, int K, float alpha, const float
 static void cpu_gemm(trm_backend *be, int ta, int tb, int M, int N, int K, float alpha,
                      const float *A, int lda, int64_t sA, const float *B, int ldb, int64_t sB,
                      float beta, float *C, int ldc, int64_t sC, int batch) {
-    (void)be;
     if (M <= 0 || N <= 0 || batch <= 0) return;
     /* Many small matrices: one whole GEMM per thread (BLAS then runs single-threaded inside
      * the parallel region). Only when the outputs do not overlap. */
@@ -194,13 +189,11 @@ static void cpu_gemm(trm_backend *be, int ta, int tb, int M, int N, int K, float
 /* ---- elementwise --------------------------------------------------------------------- */
 
 static void cpu_add(trm_backend *be, float *y, const float *x1, const float *x2, size_t n) {
-    (void)be;
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] = x1[i] + x2[i];
 }
 
 static void cpu_axpy(trm_backend *be, float *y, const float *x, float alpha, size_t n) {
-    (void)be;
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] += alpha * x[i];
 }
@@ -208,7 +201,6 @@ static void cpu_axpy(trm_backend *be, float *y, const float *x, float alpha, siz
 #define TR_TILE 32
 static void cpu_transpose(trm_backend *be, float *out, const float *in, int batch, int rows,
                           int cols) {
-    (void)be;
     size_t mat = (size_t)rows * cols;
     int tiles = (rows + TR_TILE - 1) / TR_TILE;
 #pragma omp parallel for collapse(2) schedule(static) if (mat * batch >= PAR_MIN)
@@ -253,7 +245,6 @@ static void rms_row(float *y, float *rstd, const float *x, const float *res, int
 
 static void cpu_rmsnorm_fwd(trm_backend *be, float *y, float *rstd, const float *x,
                             const float *res, int rows, int dim, float eps) {
-    (void)be;
     if (dim <= 0) return;
 #pragma omp parallel for schedule(static) if ((size_t)rows * dim >= PAR_MIN)
     for (int r = 0; r < rows; r++) {
@@ -264,7 +255,6 @@ static void cpu_rmsnorm_fwd(trm_backend *be, float *y, float *rstd, const float 
 
 static void cpu_rmsnorm_bwd(trm_backend *be, float *dx, const float *dy, const float *y,
                             const float *rstd, int rows, int dim) {
-    (void)be;
     if (dim <= 0) return;
 #pragma omp parallel for schedule(static) if ((size_t)rows * dim >= PAR_MIN)
     for (int r = 0; r < rows; r++) {
@@ -282,7 +272,6 @@ static void cpu_rmsnorm_bwd(trm_backend *be, float *dx, const float *dy, const f
 /* ---- SwiGLU ---------------------------------------------------------------------------- */
 
 static void cpu_swiglu_fwd(trm_backend *be, float *out, const float *gu, int rows, int I) {
-    (void)be;
 #pragma omp parallel for schedule(static) if ((size_t)rows * I >= PAR_MIN)
     for (int r = 0; r < rows; r++) {
         const float *restrict g = gu + (size_t)r * 2 * I;
@@ -296,7 +285,6 @@ static void cpu_swiglu_fwd(trm_backend *be, float *out, const float *gu, int row
 /* PyTorch: du = dout·silu(g); dg = (dout·u)·σ·(1 + g·(1 − σ)). */
 static void cpu_swiglu_bwd(trm_backend *be, float *dgu, const float *dout, const float *gu,
                            int rows, int I) {
-    (void)be;
 #pragma omp parallel for schedule(static) if ((size_t)rows * I >= PAR_MIN)
     for (int r = 0; r < rows; r++) {
         const float *restrict g = gu + (size_t)r * 2 * I;
@@ -356,13 +344,11 @@ static void rope_apply(float *qkv, const float *cos, const float *sin, int B, in
 
 static void cpu_rope_fwd(trm_backend *be, float *qkv, const float *cos, const float *sin, int B,
                          int T, int H, int hd) {
-    (void)be;
     rope_apply(qkv, cos, sin, B, T, H, hd, 0);
 }
 
 static void cpu_rope_bwd(trm_backend *be, float *dqkv, const float *cos, const float *sin, int B,
                          int T, int H, int hd) {
-    (void)be;
     rope_apply(dqkv, cos, sin, B, T, H, hd, 1);
 }
 
@@ -459,8 +445,8 @@ static void att_bwd_head(const att_dims *d, float *dqkv, const float *dout, cons
             const float *restrict p = P + (size_t)i * T;
             for (int j = 0; j < T; j++) ds[j] = p[j] * (ds[j] - dr);
         }
-        sgemm1(0, 0, nb, hd, T, d->scale, dP, T, K, ld, 0.0f, dqkv + (size_t)i0 * ld + (size_t)h * hd,
-               ld);
+        float *dQ = dqkv + (size_t)i0 * ld + (size_t)h * hd;
+        sgemm1(0, 0, nb, hd, T, d->scale, dP, T, K, ld, 0.0f, dQ, ld);
         sgemm1(1, 0, T, hd, nb, d->scale, dP, T, Q, ld, beta, dK, ld);
     }
 }
@@ -493,7 +479,6 @@ static void cpu_attention_bwd(trm_backend *be, float *dqkv, const float *dout, c
 
 static void cpu_bias_fwd(trm_backend *be, float *y, const float *bias, int rows, int cols,
                          int ld) {
-    (void)be;
 #pragma omp parallel for schedule(static) if ((size_t)rows * cols >= PAR_MIN)
     for (int r = 0; r < rows; r++) {
         float *restrict yr = y + (size_t)r * ld;
@@ -506,7 +491,6 @@ static void cpu_bias_fwd(trm_backend *be, float *y, const float *bias, int rows,
 #define BIAS_CB 64
 static void cpu_bias_bwd(trm_backend *be, float *dbias, const float *dy, int rows, int cols,
                          int ld) {
-    (void)be;
     int nblk = (cols + BIAS_CB - 1) / BIAS_CB;
 #pragma omp parallel for schedule(static) if ((size_t)rows * cols >= PAR_MIN)
     for (int k = 0; k < nblk; k++) {
@@ -545,7 +529,6 @@ static void embed_row(float *restrict o, const trm_embed_args *a, int b, int t) 
 }
 
 static void cpu_embed_fwd(trm_backend *be, float *out, const trm_embed_args *a) {
-    (void)be;
     int T = a->P + a->S, rows = a->B * T;
 #pragma omp parallel for schedule(static) if ((size_t)rows * a->D >= PAR_MIN)
     for (int r = 0; r < rows; r++) embed_row(out + (size_t)r * a->D, a, r / T, r % T);
@@ -576,7 +559,6 @@ static void embed_bwd_tok(const float *dout, const trm_embed_args *a, float *d_t
 
 static void cpu_embed_bwd(trm_backend *be, const float *dout, const trm_embed_args *a,
                           float *d_tok_w, float *d_pos_w, float *d_puz_rows) {
-    (void)be;
     int D = a->D, T = a->P + a->S;
     if (d_tok_w) embed_bwd_tok(dout, a, d_tok_w);
     if (a->pos_w && d_pos_w) {
@@ -710,7 +692,6 @@ static void loss_sample(const trm_loss_args *a, int b, int n, const double *ce,
 }
 
 static void cpu_loss_head(trm_backend *be, const trm_loss_args *a) {
-    (void)be;
     if (a->B <= 0 || a->S <= 0 || a->V <= 0 || a->P < 0) return;
     size_t rows = (size_t)a->B * a->S;
     if (a->dlogits && a->P > 0) /* the puzzle positions get no gradient */
@@ -739,7 +720,6 @@ static void cpu_act_reset(trm_backend *be, int B, int T, int D, int S, const uin
                           int32_t *steps, int32_t *cur_inputs, int32_t *cur_labels,
                           int32_t *cur_pid, const int32_t *new_inputs, const int32_t *new_labels,
                           const int32_t *new_pid) {
-    (void)be;
     size_t TD = (size_t)T * D;
     for (int b = 0; b < B; b++) {
         if (!halted[b]) continue;
@@ -757,7 +737,6 @@ static void cpu_act_update(trm_backend *be, int B, int32_t *steps, uint8_t *halt
                            const float *q, int halt_max_steps, int training,
                            int no_act_continue, float explore_prob, uint64_t seed,
                            uint64_t rng_step) {
-    (void)be;
     for (int b = 0; b < B; b++) {
         steps[b] += 1;
         int h = steps[b] >= halt_max_steps;
@@ -777,7 +756,6 @@ static void cpu_act_update(trm_backend *be, int B, int32_t *steps, uint8_t *halt
 /* sigmoid(last ? q_halt' : max(q_halt', q_continue')) in float32, as torch.sigmoid does. */
 static void cpu_q_target(trm_backend *be, int B, float *target, const float *q_next,
                          const int32_t *steps, int halt_max_steps) {
-    (void)be;
     for (int b = 0; b < B; b++) {
         float qh = q_next[b * 2], qc = q_next[b * 2 + 1];
         float x = steps[b] >= halt_max_steps ? qh : (qc > qh || isnan(qc) ? qc : qh);
@@ -789,7 +767,6 @@ static void cpu_q_target(trm_backend *be, int B, float *target, const float *q_n
 
 static void cpu_adam_atan2(trm_backend *be, float *p, const float *g, float *m, float *v, size_t n,
                            float lr, float wd, float beta1, float beta2, int64_t t) {
-    (void)be;
     float bc1 = (float)(1.0 - pow((double)beta1, (double)t));
     float bc2s = (float)sqrt(1.0 - pow((double)beta2, (double)t));
     float decay = (float)(1.0 - (double)lr * wd), w1 = 1.0f - beta1, w2 = 1.0f - beta2;
@@ -811,7 +788,6 @@ static int cmp_i64(const void *x, const void *y) {
  * its rows in batch order (as scatter_add does) and the groups update disjoint rows. */
 static void cpu_sign_sgd_sparse(trm_backend *be, float *weights, int ndim, const int32_t *ids,
                                 const float *grad_rows, int n, float lr, float wd) {
-    (void)be;
     if (n <= 0 || ndim <= 0) return;
     int64_t *key = xmalloc((size_t)n * sizeof(int64_t));
     int m = 0;
@@ -839,7 +815,6 @@ static void cpu_sign_sgd_sparse(trm_backend *be, float *weights, int ndim, const
 }
 
 static void cpu_ema(trm_backend *be, float *shadow, const float *p, size_t n, float rate) {
-    (void)be;
     float a = (float)(1.0 - (double)rate);
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) shadow[i] = a * p[i] + rate * shadow[i];
