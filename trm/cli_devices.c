@@ -1,9 +1,37 @@
-/* cli_devices.c — `trm devices`: backends compiled in and the devices they see. */
+/* cli_devices.c — `trm devices`: the backends compiled into this binary, the devices each
+ * one finds, their capabilities, and what device=auto would pick. */
+#include <string.h>
+
 #include "commands.h"
+#include "device.h"
+
+static const char *yn(int v) { return v ? "yes" : "no"; }
 
 int cmd_devices(int argc, char **argv, const trm_globals *g) {
-    (void)argc; (void)argv; (void)g;
-    fprintf(stderr, "trm devices: the backend registry is not part of this build yet "
-                    "(it comes with the CPU trainer); nothing was listed\n");
-    return 2;
+    (void)g;
+    if (argc > 0) {
+        fprintf(stderr, "usage: trm devices\n");
+        return 2;
+    }
+    printf("backends compiled in:\n");
+    for (int i = 0; i < trm_backend_count(); i++) {
+        const trm_backend_entry *be = trm_backend_at(i);
+        char desc[256] = "";
+        int n = be->probe(desc, sizeof desc);
+        printf("  %-5s %d device%s%s%s\n", be->name, n, n == 1 ? "" : "s", *desc ? ": " : "", desc);
+        if (!strcmp(be->name, "cpu")) {
+            uint64_t mem = trm_host_memory_bytes();
+            if (mem) printf("        memory: %.1f GiB\n", (double)mem / (1024.0 * 1024.0 * 1024.0));
+        }
+        printf("        capabilities: compile %s, distributed %s, bf16 %s, unified memory %s\n",
+               yn(be->caps.compile), yn(be->caps.distributed), yn(be->caps.bf16), yn(be->caps.unified_memory));
+    }
+    trm_device_request req = {0};
+    trm_device_choice dc;
+    trm_err e;
+    if (trm_device_choose("auto", &req, &dc, NULL, &e) == 0)
+        printf("%s\n", dc.why);
+    else
+        printf("device=auto: %s\n", e.msg);
+    return 0;
 }

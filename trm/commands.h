@@ -17,6 +17,7 @@ int cmd_pretrain(int argc, char **argv, const trm_globals *g);
 int cmd_generate(int argc, char **argv, const trm_globals *g);
 int cmd_data(int argc, char **argv, const trm_globals *g);
 int cmd_devices(int argc, char **argv, const trm_globals *g);
+int cmd_bench(int argc, char **argv, const trm_globals *g);
 
 /* Splits key=value arguments from a command's argv: `cfg=NAME` is returned in *cfg_name,
  * other key=value / +k=v / ~k words are collected in order. Returns -1 on a stray word. */

@@ -53,6 +53,11 @@ static const command_entry commands[] = {
      "  checksums when present; exits non-zero on a malformed file.\n"},
     {"devices", cmd_devices, "list backends, devices and capabilities",
      "usage: trm devices\n"},
+    {"bench", cmd_bench, "time training steps on synthetic data",
+     "usage: trm bench [cfg=NAME] [overrides] [--steps N] [--warmup W] [--seq-len S] [--vocab V]\n"
+     "                 [--num-ids N] [--json]\n"
+     "  Times N training steps (after W warm-up steps) of the configured model on random\n"
+     "  tokens: median ms/step, examples/s, model TFLOP/s and peak RSS.\n"},
     {"version", cmd_version, "print the version", "usage: trm version\n"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -255,4 +256,22 @@ int trm_remove_tree(const char *path, trm_err *e) {
 int trm_rename(const char *from, const char *to, trm_err *e) {
     if (rename(from, to) != 0) return trm_errf(e, "cannot rename %s to %s: %s", from, to, strerror(errno));
     return 0;
+}
+
+uint64_t trm_host_memory_bytes(void) {
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && size > 0) return (uint64_t)pages * (uint64_t)size;
+#endif
+    return 0;
+}
+
+uint64_t trm_peak_rss_bytes(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+#if defined(__APPLE__)
+    return (uint64_t)ru.ru_maxrss; /* bytes on macOS */
+#else
+    return (uint64_t)ru.ru_maxrss * 1024u; /* KiB on Linux */
+#endif
 }

@@ -50,6 +50,10 @@ int trm_mmap_open(trm_mmap *m, const char *path, trm_err *e);
 void trm_mmap_close(trm_mmap *m);
 
 double trm_now_seconds(void);
+/* Physical memory of this machine in bytes (0 if unknown); peak resident set of this
+ * process in bytes. */
+uint64_t trm_host_memory_bytes(void);
+uint64_t trm_peak_rss_bytes(void);
 /* Removes a file or a directory tree (no symlink following). */
 int trm_remove_tree(const char *path, trm_err *e);
 /* rename(2) with an error message. */
