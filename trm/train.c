@@ -424,8 +424,10 @@ static int setup(trainer *t, const char *resume_path, trm_err *e) {
     }
     free(mpath);
     printf("run directory: %s\n", t->run_dir);
-    printf("model: %d parameters (%s), %" PRId64 " steps of %" PRId64 " examples, %" PRId64 " chunks of %" PRId64 " epochs\n",
-           (int)t->m.n_flat, t->rc.arch.mlp_t ? "mlp_t" : "attention", t->total_steps, gbs, t->total_iters,
+    size_t nparams = 0;
+    for (int i = 0; i < t->m.nparams; i++) nparams += t->m.params[i].numel;
+    printf("model: %zu parameters (%s), %" PRId64 " steps of %" PRId64 " examples, %" PRId64 " chunks of %" PRId64 " epochs\n",
+           nparams, t->rc.arch.mlp_t ? "mlp_t" : "attention", t->total_steps, gbs, t->total_iters,
            t->rc.eval_interval);
     for (int i = 0; i < t->rc.n_evaluators; i++)
         fprintf(stderr, "trm: warning: evaluator '%s' is not part of this build; its metrics are not computed\n",
