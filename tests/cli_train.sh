@@ -43,4 +43,18 @@ grep -q "no 'mps' backend" err.txt || fail "device=mps message: $(cat err.txt)"
 grep -q "missing.safetensors" err.txt || fail "missing checkpoint message"
 "$TRM" pretrain "${common[@]}" arch.no_such_key=1 2>err.txt && fail "unknown key accepted"
 grep -q "no_such_key" err.txt || fail "unknown key message"
+# SIGINT: finish the step, write a checkpoint, exit 130; resume=auto continues from it
+"$TRM" pretrain "${common[@]}" checkpoint_path=run_sig epochs=200 eval_interval=100 log_interval=1 > sig.txt 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -q "^step 3/" sig.txt && break; sleep 0.1; done
+kill -INT "$pid"
+wait "$pid"
+rc=$?
+[ "$rc" = 130 ] || { cat sig.txt; fail "SIGINT exit status $rc, expected 130"; }
+saved=$(ls run_sig/step_*.safetensors 2>/dev/null | sed 's/.*step_\([0-9]*\).*/\1/' | sort -n | tail -1)
+[ -n "$saved" ] || fail "no checkpoint after SIGINT"
+"$TRM" pretrain "${common[@]}" checkpoint_path=run_sig epochs=200 eval_interval=100 resume=auto \
+  stop_after_steps=$((saved + 2)) > resume.txt 2>&1 || { cat resume.txt; fail "resume=auto after SIGINT"; }
+grep -q "resumed from run_sig/step_$saved.safetensors at step $saved" resume.txt || fail "did not resume from step $saved"
+[ -f "run_sig/step_$((saved + 2)).safetensors" ] || fail "resumed run wrote no checkpoint at step $((saved + 2))"
 echo "cli_train: ok"

@@ -131,6 +131,74 @@ END_TEST
 START_TEST(grad_mlp_t_learned_noemb) { variant v = {1, TRM_POS_LEARNED, TRM_LOSS_STABLEMAX, 0, 0}; run_variant(&v); }
 END_TEST
 
+/* no_ACT_continue=false (the reference crashes here): target_q_continue must be
+ * sigmoid(last ? q_halt' : max(q_halt', q_continue')) of one extra inner step on the new
+ * carry, and q_continue_loss the BCE of q_continue against it. q' is recomputed here by an
+ * evaluation step from a copy of the new carry. */
+START_TEST(q_continue_target) {
+    variant v = {0, TRM_POS_ROPE, TRM_LOSS_STABLEMAX, 16, 1};
+    trm_err e;
+    trm_backend *be = trm_cpu_backend_create(-1, &e);
+    trm_model_config c = tiny_config(&v);
+    c.no_ACT_continue = 0;
+    c.H_cycles = 2;
+    c.halt_max_steps = 2;
+    trm_model m;
+    ck_assert_msg(trm_model_create(&m, &c, be, 9, 0, &e) == 0, "%s", e.msg);
+    trm_rng r;
+    trm_rng_init(&r, 4, 4);
+    const trm_param *qw = trm_model_find_param(&m, "inner.q_head.weight");
+    for (size_t i = 0; i < qw->numel; i++) m.w[qw->offset + i] = 0.5f * (float)trm_rng_normal(&r);
+    int32_t in[18], lab[18], pid[3] = {0, 1, 2};
+    for (int i = 0; i < 18; i++) in[i] = (int32_t)trm_rng_below(&r, 5), lab[i] = (int32_t)trm_rng_below(&r, 5);
+    trm_model_set_batch(&m, in, lab, pid);
+    trm_model_reset_carry(&m);
+    size_t zb = (size_t)m.B * m.T * m.D * sizeof(float);
+    float *zh = xmalloc(zb), *zl = xmalloc(zb);
+    int last_seen = 0, mid_seen = 0;
+    for (int step = 1; step <= 3; step++) {
+        memset(m.metrics, 0, TRM_NMETRICS * sizeof(double));
+        trm_step_opts o = {.training = 1, .want_grad = 1, .grad_scale = 1.0f / 3, .rng_step = (uint64_t)step};
+        trm_model_act_step(&m, &o);
+        float qc[3], target[3];
+        int32_t steps[3];
+        uint8_t halted[3];
+        for (int b = 0; b < 3; b++) qc[b] = m.q[2 * b + 1], target[b] = m.q_target[b], steps[b] = m.steps[b], halted[b] = m.halted[b];
+        double loss = 0;
+        for (int b = 0; b < 3; b++) {
+            double x = qc[b], t = target[b];
+            loss += fmax(x, 0) - x * t + log1p(exp(-fabs(x)));
+        }
+        ck_assert_msg(fabs(loss - m.metrics[TRM_M_Q_CONTINUE_LOSS]) < 1e-5, "q_continue_loss %.9g vs %.9g", m.metrics[TRM_M_Q_CONTINUE_LOSS], loss);
+        /* q' from the new carry, without disturbing it */
+        memcpy(zh, m.zH, zb);
+        memcpy(zl, m.zL, zb);
+        memset(m.halted, 0, 3);
+        trm_step_opts ev = {.training = 0, .want_grad = 0, .grad_scale = 1.0f / 3};
+        double keep[TRM_NMETRICS];
+        memcpy(keep, m.metrics, sizeof keep);
+        trm_model_act_step(&m, &ev);
+        for (int b = 0; b < 3; b++) {
+            double qh = m.q[2 * b], qn = m.q[2 * b + 1];
+            int last = steps[b] >= c.halt_max_steps;
+            double want = 1.0 / (1.0 + exp(-(last ? qh : fmax(qh, qn))));
+            ck_assert_msg(fabs(want - target[b]) < 1e-5, "step %d row %d: target %.7g, expected %.7g", step, b, target[b], want);
+            last_seen |= last;
+            mid_seen |= !last;
+        }
+        memcpy(m.zH, zh, zb);
+        memcpy(m.zL, zl, zb);
+        memcpy(m.steps, steps, sizeof steps);
+        memcpy(m.halted, halted, 3);
+    }
+    ck_assert_msg(last_seen && mid_seen, "both branches of the target must be exercised");
+    free(zh);
+    free(zl);
+    trm_model_destroy(&m);
+    be->destroy(be);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("gradcheck");
     TCase *tc = tcase_create("model");
@@ -140,6 +208,7 @@ int main(void) {
     tcase_add_test(tc, grad_attention_none_softmax);
     tcase_add_test(tc, grad_mlp_t);
     tcase_add_test(tc, grad_mlp_t_learned_noemb);
+    tcase_add_test(tc, q_continue_target);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 
 #include "build_sudoku4.h"
+#include "checkpoint.h"
+#include "rng.h"
 #include "commands.h"
 #include "safetensors.h"
 
@@ -113,6 +115,41 @@ START_TEST(bad_config_is_refused) {
 }
 END_TEST
 
+/* load_checkpoint with a puzzle table of another size: every row becomes the saved mean row
+ * (the reference's behaviour); the other weights load unchanged. */
+START_TEST(load_checkpoint_resets_puzzle_rows_to_mean) {
+    trm_err e;
+    trm_backend *be = trm_cpu_backend_create(-1, &e);
+    trm_model_config c = {.batch_size = 2, .seq_len = 4, .vocab_size = 5, .num_puzzle_identifiers = 3,
+                          .H_cycles = 1, .L_cycles = 1, .L_layers = 1, .hidden_size = 8, .num_heads = 2,
+                          .expansion = 2, .puzzle_emb_ndim = 8, .pos_encodings = TRM_POS_ROPE,
+                          .halt_max_steps = 2, .no_ACT_continue = 1, .rms_norm_eps = 1e-5, .rope_theta = 1e4};
+    trm_model a, b;
+    ck_assert_msg(trm_model_create(&a, &c, be, 1, 0, &e) == 0, "%s", e.msg);
+    trm_rng r;
+    trm_rng_init(&r, 1, 2);
+    for (int i = 0; i < 3 * 8; i++) a.puz_w[i] = (float)trm_rng_normal(&r);
+    char *path = xasprintf("%s/puzzle_reset.safetensors", tmp_root());
+    trm_ckpt_state st = {.step = 1, .total_steps = 1, .world_size = 1};
+    ck_assert_msg(trm_checkpoint_save(path, &a, "x: 1\n", &st, &e) == 0, "%s", e.msg);
+    c.num_puzzle_identifiers = 7;
+    ck_assert_msg(trm_model_create(&b, &c, be, 2, 0, &e) == 0, "%s", e.msg);
+    ck_assert_msg(trm_checkpoint_load_weights(&b, path, 1, &e) == 0, "%s", e.msg);
+    for (int k = 0; k < 8; k++) {
+        float mean = (float)(((double)a.puz_w[k] + a.puz_w[8 + k] + a.puz_w[16 + k]) / 3.0);
+        for (int row = 0; row < 7; row++) ck_assert_float_eq_tol(b.puz_w[row * 8 + k], mean, 1e-6f);
+    }
+    ck_assert(memcmp(a.w, b.w, a.n_flat * sizeof(float)) == 0);
+    /* without the reset allowance (resume), the shape mismatch is an error naming the tensor */
+    ck_assert_int_eq(trm_checkpoint_load_weights(&b, path, 0, &e), -1);
+    ck_assert_ptr_nonnull(strstr(e.msg, "inner.puzzle_emb.weights"));
+    trm_model_destroy(&a);
+    trm_model_destroy(&b);
+    be->destroy(be);
+    free(path);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("train");
     TCase *tc = tcase_create("pretrain");
@@ -120,6 +157,7 @@ int main(void) {
     tcase_add_test(tc, resume_is_bit_exact);
     tcase_add_test(tc, nan_loss_stops_the_run);
     tcase_add_test(tc, bad_config_is_refused);
+    tcase_add_test(tc, load_checkpoint_resets_puzzle_rows_to_mean);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
