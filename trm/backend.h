@@ -168,5 +168,7 @@ int trm_backend_count(void);
 const trm_backend_entry *trm_backend_at(int i);
 
 trm_backend *trm_cpu_backend_create(int index, trm_err *e);
+/* Wraps a backend so that every op is timed; the table is printed on destroy (TRM_PROFILE=1). */
+trm_backend *trm_profile_wrap(trm_backend *inner);
 
 #endif

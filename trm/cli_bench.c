@@ -71,8 +71,7 @@ int cmd_bench(int argc, char **argv, const trm_globals *g) {
     rc = 1;
     trm_device_request req = {.want_compile = rcfg.compile, .want_bf16 = rcfg.arch.forward_bf16};
     trm_device_choice dc;
-    if (trm_device_choose(rcfg.device, &req, &dc, stderr, &e) || !(be = dc.entry->create(dc.index, &e))) goto out;
-    be->use_bf16 = dc.bf16;
+    if (trm_device_choose(rcfg.device, &req, &dc, stderr, &e) || !(be = trm_device_open(&dc, &e))) goto out;
     trm_dataset_meta meta = {.seq_len = seq_len, .vocab_size = vocab, .num_puzzle_identifiers = num_ids};
     trm_model_config mc;
     trm_model_config_for(&mc, &rcfg, &meta, (int)rcfg.global_batch_size);

@@ -355,9 +355,8 @@ static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
     trm_device_choice dc;
     if (trm_device_choose(rc_.device, &req, &dc, stderr, e)) goto out;
     fprintf(stderr, "%s\n", dc.why);
-    be = dc.entry->create(dc.index, e);
+    be = trm_device_open(&dc, e);
     if (!be) goto out;
-    be->use_bf16 = dc.bf16;
     int64_t gbs = a->batch_size ? a->batch_size : rc_.global_batch_size;
     trm_model_config mc;
     trm_model_config_for(&mc, &rc_, &meta, (int)gbs);

@@ -69,3 +69,12 @@ int trm_device_choose(const char *spec, const trm_device_request *req, trm_devic
                 out->entry->name);
     return 0;
 }
+
+trm_backend *trm_device_open(const trm_device_choice *dc, trm_err *e) {
+    trm_backend *be = dc->entry->create(dc->index, e);
+    if (!be) return NULL;
+    be->use_bf16 = dc->bf16;
+    const char *prof = getenv("TRM_PROFILE");
+    if (prof && *prof && strcmp(prof, "0")) be = trm_profile_wrap(be);
+    return be;
+}

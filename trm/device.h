@@ -22,4 +22,8 @@ typedef struct {
 int trm_device_choose(const char *spec, const trm_device_request *req, trm_device_choice *out,
                       FILE *warn, trm_err *e);
 
+/* Creates the chosen backend (use_bf16 set from the choice); wrapped in the op profiler
+ * when the environment has TRM_PROFILE=1. */
+trm_backend *trm_device_open(const trm_device_choice *dc, trm_err *e);
+
 #endif

@@ -375,9 +375,8 @@ static int setup(trainer *t, const char *resume_path, trm_err *e) {
     trm_device_choice dc;
     if (trm_device_choose(t->rc.device, &req, &dc, stderr, e)) return -1;
     printf("%s\n", dc.why);
-    t->be = dc.entry->create(dc.index, e);
+    t->be = trm_device_open(&dc, e);
     if (!t->be) return -1;
-    t->be->use_bf16 = dc.bf16;
 
     trm_model_config mc;
     int64_t gbs = t->rc.global_batch_size;

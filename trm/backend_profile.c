@@ -1,0 +1,146 @@
+/* backend_profile.c — a backend that wraps another and times every op (synchronising after
+ * each, so device time is attributed to the op that spent it). Enabled with TRM_PROFILE=1;
+ * the table of time per op is printed to stderr when the backend is destroyed. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+
+#define OPS(X)                                                                                  \
+    X(gemm) X(add) X(axpy) X(transpose) X(rmsnorm_fwd) X(rmsnorm_bwd) X(swiglu_fwd)            \
+    X(swiglu_bwd) X(rope_fwd) X(rope_bwd) X(attention_fwd) X(attention_bwd) X(bias_fwd)        \
+    X(bias_bwd) X(embed_fwd) X(embed_bwd) X(loss_head) X(act_reset) X(act_update) X(q_target)  \
+    X(adam_atan2) X(sign_sgd_sparse) X(ema) X(copy) X(zero) X(to_device) X(to_host)
+
+enum {
+#define X(n) OP_##n,
+    OPS(X)
+#undef X
+    OP_COUNT
+};
+
+static const char *const op_names[OP_COUNT] = {
+#define X(n) #n,
+    OPS(X)
+#undef X
+};
+
+typedef struct {
+    trm_backend *inner;
+    double seconds[OP_COUNT];
+    long calls[OP_COUNT];
+    double gemm_flops;
+} profile;
+
+static profile *P(trm_backend *b) { return (profile *)b->ctx; }
+
+static void done(trm_backend *b, int op, double t0) {
+    profile *p = P(b);
+    p->inner->sync(p->inner);
+    p->seconds[op] += trm_now_seconds() - t0;
+    p->calls[op]++;
+}
+
+#define WRAP(name, params, args)                  \
+    static void w_##name params {                 \
+        double t0 = trm_now_seconds();            \
+        P(b)->inner->name args;                   \
+        done(b, OP_##name, t0);                   \
+    }
+
+static void w_gemm(trm_backend *b, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                   int64_t sA, const float *B, int ldb, int64_t sB, float beta, float *C, int ldc, int64_t sC,
+                   int batch) {
+    double t0 = trm_now_seconds();
+    P(b)->inner->gemm(P(b)->inner, ta, tb, M, N, K, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);
+    P(b)->gemm_flops += 2.0 * M * N * (double)K * batch;
+    done(b, OP_gemm, t0);
+}
+WRAP(add, (trm_backend * b, float *y, const float *x1, const float *x2, size_t n), (P(b)->inner, y, x1, x2, n))
+WRAP(axpy, (trm_backend * b, float *y, const float *x, float a, size_t n), (P(b)->inner, y, x, a, n))
+WRAP(transpose, (trm_backend * b, float *o, const float *i, int bt, int r, int c), (P(b)->inner, o, i, bt, r, c))
+WRAP(rmsnorm_fwd, (trm_backend * b, float *y, float *rs, const float *x, const float *res, int r, int d, float eps),
+     (P(b)->inner, y, rs, x, res, r, d, eps))
+WRAP(rmsnorm_bwd, (trm_backend * b, float *dx, const float *dy, const float *y, const float *rs, int r, int d),
+     (P(b)->inner, dx, dy, y, rs, r, d))
+WRAP(swiglu_fwd, (trm_backend * b, float *o, const float *gu, int r, int I), (P(b)->inner, o, gu, r, I))
+WRAP(swiglu_bwd, (trm_backend * b, float *dgu, const float *d, const float *gu, int r, int I),
+     (P(b)->inner, dgu, d, gu, r, I))
+WRAP(rope_fwd, (trm_backend * b, float *q, const float *c, const float *s, int B, int T, int H, int hd),
+     (P(b)->inner, q, c, s, B, T, H, hd))
+WRAP(rope_bwd, (trm_backend * b, float *q, const float *c, const float *s, int B, int T, int H, int hd),
+     (P(b)->inner, q, c, s, B, T, H, hd))
+WRAP(attention_fwd, (trm_backend * b, float *o, float *l, const float *q, int B, int T, int H, int hd),
+     (P(b)->inner, o, l, q, B, T, H, hd))
+WRAP(attention_bwd,
+     (trm_backend * b, float *dq, const float *d, const float *q, const float *o, const float *l, int B, int T, int H, int hd),
+     (P(b)->inner, dq, d, q, o, l, B, T, H, hd))
+WRAP(bias_fwd, (trm_backend * b, float *y, const float *bias, int r, int c, int ld), (P(b)->inner, y, bias, r, c, ld))
+WRAP(bias_bwd, (trm_backend * b, float *db, const float *dy, int r, int c, int ld), (P(b)->inner, db, dy, r, c, ld))
+WRAP(embed_fwd, (trm_backend * b, float *o, const trm_embed_args *a), (P(b)->inner, o, a))
+WRAP(embed_bwd, (trm_backend * b, const float *d, const trm_embed_args *a, float *dt, float *dp, float *dr),
+     (P(b)->inner, d, a, dt, dp, dr))
+WRAP(loss_head, (trm_backend * b, const trm_loss_args *a), (P(b)->inner, a))
+WRAP(act_reset,
+     (trm_backend * b, int B, int T, int D, int S, const uint8_t *h, float *zH, float *zL, const float *Hi,
+      const float *Li, int32_t *st, int32_t *ci, int32_t *cl, int32_t *cp, const int32_t *ni, const int32_t *nl,
+      const int32_t *np),
+     (P(b)->inner, B, T, D, S, h, zH, zL, Hi, Li, st, ci, cl, cp, ni, nl, np))
+WRAP(act_update,
+     (trm_backend * b, int B, int32_t *st, uint8_t *h, const float *q, int mx, int tr, int nac, float ep, uint64_t sd,
+      uint64_t rs),
+     (P(b)->inner, B, st, h, q, mx, tr, nac, ep, sd, rs))
+WRAP(q_target, (trm_backend * b, int B, float *t, const float *qn, const int32_t *st, int mx),
+     (P(b)->inner, B, t, qn, st, mx))
+WRAP(adam_atan2,
+     (trm_backend * b, float *p, const float *g, float *m, float *v, size_t n, float lr, float wd, float b1, float b2,
+      int64_t t),
+     (P(b)->inner, p, g, m, v, n, lr, wd, b1, b2, t))
+WRAP(sign_sgd_sparse, (trm_backend * b, float *w, int nd, const int32_t *ids, const float *g, int n, float lr, float wd),
+     (P(b)->inner, w, nd, ids, g, n, lr, wd))
+WRAP(ema, (trm_backend * b, float *s, const float *p, size_t n, float r), (P(b)->inner, s, p, n, r))
+WRAP(copy, (trm_backend * b, void *d, const void *s, size_t n), (P(b)->inner, d, s, n))
+WRAP(zero, (trm_backend * b, void *p, size_t n), (P(b)->inner, p, n))
+WRAP(to_device, (trm_backend * b, void *d, const void *s, size_t n), (P(b)->inner, d, s, n))
+WRAP(to_host, (trm_backend * b, void *d, const void *s, size_t n), (P(b)->inner, d, s, n))
+
+static void *w_alloc(trm_backend *b, size_t n) { return P(b)->inner->alloc(P(b)->inner, n); }
+static void w_free(trm_backend *b, void *p) { P(b)->inner->free(P(b)->inner, p); }
+static void w_sync(trm_backend *b) { P(b)->inner->sync(P(b)->inner); }
+
+static void w_destroy(trm_backend *b) {
+    profile *p = P(b);
+    double total = 0;
+    for (int i = 0; i < OP_COUNT; i++) total += p->seconds[i];
+    fprintf(stderr, "trm profile (%s backend): %.3f s in ops\n", p->inner->name, total);
+    for (int pass = 0; pass < OP_COUNT; pass++) {
+        int best = -1;
+        for (int i = 0; i < OP_COUNT; i++)
+            if (p->calls[i] >= 0 && (best < 0 || p->seconds[i] > p->seconds[best])) best = i;
+        if (best < 0 || p->calls[best] == 0) break;
+        fprintf(stderr, "  %-16s %8.3f s %5.1f%%  %8ld calls", op_names[best], p->seconds[best],
+                100.0 * p->seconds[best] / (total > 0 ? total : 1), p->calls[best]);
+        if (best == OP_gemm) fprintf(stderr, "  %.1f GFLOP/s", p->gemm_flops / (p->seconds[best] + 1e-12) / 1e9);
+        fputc('\n', stderr);
+        p->calls[best] = -1;
+    }
+    p->inner->destroy(p->inner);
+    free(p);
+    free(b);
+}
+
+trm_backend *trm_profile_wrap(trm_backend *inner) {
+    trm_backend *b = xcalloc(1, sizeof *b);
+    profile *p = xcalloc(1, sizeof *p);
+    *b = *inner;
+    p->inner = inner;
+    b->ctx = p;
+    b->destroy = w_destroy;
+    b->alloc = w_alloc;
+    b->free = w_free;
+    b->sync = w_sync;
+#define X(n) b->n = w_##n;
+    OPS(X)
+#undef X
+    return b;
+}
