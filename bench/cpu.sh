@@ -14,6 +14,10 @@ declare -A variant=(
   [tiny_mlp]="arch.mlp_t=True arch.pos_encodings=none"
   [tiny_att]="arch.mlp_t=False arch.pos_encodings=rope"
 )
+# Some hosts export OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE to pin old OpenBLAS builds to a safe
+# kernel (seen: the generic Prescott kernel at 1/4 the speed); a user's machine does not, so
+# the benchmark runs with OpenBLAS's own detection. Tests and CI leave them alone.
+unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
 echo "# $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
 for t in "${THREADS[@]}"; do
   for name in tiny_mlp tiny_att; do

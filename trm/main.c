@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blas_select.h"
 #include "commands.h"
 #include "util.h"
 
@@ -83,6 +84,7 @@ static const command_entry *find_command(const char *name) {
 }
 
 int main(int argc, char **argv) {
+    trm_blas_select(argv);
     trm_globals g = {.search = {.dirs = NULL, .ndirs = 0, .use_embedded = 1}, .argv0 = argv[0]};
     const char **dirs = xcalloc((size_t)argc + 64, sizeof *dirs);
     int nd = 0, i = 1;
