@@ -14,10 +14,9 @@ declare -A variant=(
   [tiny_mlp]="arch.mlp_t=True arch.pos_encodings=none"
   [tiny_att]="arch.mlp_t=False arch.pos_encodings=rope"
 )
-# Some hosts export OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE to pin old OpenBLAS builds to a safe
-# kernel (seen: the generic Prescott kernel at 1/4 the speed); a user's machine does not, so
-# the benchmark runs with OpenBLAS's own detection. Tests and CI leave them alone.
-unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
+# OpenBLAS's kernel choice is printed; where OPENBLAS_CORETYPE is unset and OpenBLAS falls
+# back to its generic kernel, trm itself selects the AVX2/AVX-512 one (trm/blas_select.c).
+echo "# OpenBLAS core: $(OPENBLAS_VERBOSE=2 "$TRM" version 2>&1 | sed -n 's/^Core: //p' | tail -1) (OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset})"
 echo "# $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
 for t in "${THREADS[@]}"; do
   for name in tiny_mlp tiny_att; do

@@ -3,6 +3,8 @@
  * central differences of its reference forward, and the loss head, ACT bookkeeping and
  * optimisers against hand-computed values. */
 #include <check.h>
+
+#include "check_main.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -1228,9 +1230,5 @@ static Suite *backend_cpu_suite(void) {
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(backend_cpu_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return trm_run_suite(backend_cpu_suite());
 }

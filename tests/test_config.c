@@ -2,6 +2,8 @@
  * locations, composition (defaults, _self_, groups, user dirs), every override form and
  * error, interpolation, typed getters and the YAML writer's round trip. */
 #include <check.h>
+
+#include "check_main.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -924,9 +926,5 @@ static Suite *config_suite(void) {
 }
 
 int main(void) {
-    SRunner *r = srunner_create(config_suite());
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    return trm_run_suite(config_suite());
 }

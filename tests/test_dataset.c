@@ -4,6 +4,8 @@
  * Fixtures are written here with npy_write; every example's tokens encode its index,
  * so a returned row can be traced back to the example it came from. */
 #include <check.h>
+
+#include "check_main.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1056,9 +1058,5 @@ int main(void) {
     tcase_add_test(tc, test_test_iterator);
     tcase_add_test(tc, test_total_steps);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return trm_run_suite(s);
 }

@@ -2,6 +2,8 @@
  * run four training ACT steps and three evaluation steps on the cpu backend and compare
  * outputs, carry, halting, loss, metrics, gradients and updated weights. */
 #include <check.h>
+
+#include "check_main.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -394,9 +396,5 @@ int main(void) {
     tcase_add_test(tc, golden_mlp_t);
     tcase_add_test(tc, golden_noemb_rope);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return trm_run_suite(s);
 }

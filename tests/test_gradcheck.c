@@ -3,6 +3,8 @@
  * three position modes and both losses. H_cycles = 1 so that no no-grad cycle hides part of
  * the dependence on the weights (the reference truncates the gradient there by design). */
 #include <check.h>
+
+#include "check_main.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,9 +212,5 @@ int main(void) {
     tcase_add_test(tc, grad_mlp_t_learned_noemb);
     tcase_add_test(tc, q_continue_target);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return trm_run_suite(s);
 }

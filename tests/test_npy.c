@@ -2,6 +2,8 @@
  * hand-made v2/v3 headers in odd spellings, and malformed files that must each fail with
  * a message naming the file. */
 #include <check.h>
+
+#include "check_main.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -408,9 +410,5 @@ int main(void) {
     tcase_add_test(tc, test_truncated_prefixes_never_crash);
     tcase_add_test(tc, test_write_errors);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return trm_run_suite(s);
 }

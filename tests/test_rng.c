@@ -1,6 +1,8 @@
 /* test_rng.c — Philox4x32-10 known answers (Random123 kat_vectors), stream layout,
  * determinism and statistical sanity of uniform / below / normal / permutation. */
 #include <check.h>
+
+#include "check_main.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,9 +188,5 @@ int main(void) {
     tcase_add_test(tc, test_normal);
     tcase_add_test(tc, test_permutation);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return trm_run_suite(s);
 }

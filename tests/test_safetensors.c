@@ -2,6 +2,8 @@
  * metadata, float conversions, every malformed-file rule, the golden files written by the
  * Python library, atomic writes, and the JSON writer's escaping. */
 #include <check.h>
+
+#include "check_main.h"
 #include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
@@ -781,9 +783,5 @@ static Suite *suite(void) {
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return trm_run_suite(suite());
 }

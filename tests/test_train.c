@@ -2,6 +2,8 @@
  * and resumed gives bit-identical weights, optimiser state, EMA and carry to a straight run;
  * training writes config.yaml, metrics.jsonl and checkpoints; a NaN stops the run. */
 #include <check.h>
+
+#include "check_main.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +36,9 @@ static int pretrain(const char *run_dir, const char *extra1, const char *extra2)
     char *cp = xasprintf("checkpoint_path=%s", run_dir);
     char *args[32] = {"cfg=tiny", dp, cp, "epochs=4", "eval_interval=2", "global_batch_size=32",
                       "arch.hidden_size=32", "arch.H_cycles=2", "arch.L_cycles=2", "arch.halt_max_steps=4",
-                      "log_interval=5", "ema=True", "lr_warmup_steps=5", "arch.halt_exploration_prob=0.3"};
-    int n = 14;
+                      "log_interval=5", "ema=True", "lr_warmup_steps=5", "arch.halt_exploration_prob=0.3",
+                      "arch.mlp_t=False", "arch.pos_encodings=rope"};
+    int n = 16;
     if (extra1) args[n++] = (char *)extra1;
     if (extra2) args[n++] = (char *)extra2;
     trm_globals g = {.search = {.dirs = NULL, .ndirs = 0, .use_embedded = 1}, .argv0 = "trm"};
@@ -159,9 +162,5 @@ int main(void) {
     tcase_add_test(tc, bad_config_is_refused);
     tcase_add_test(tc, load_checkpoint_resets_puzzle_rows_to_mean);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return trm_run_suite(s);
 }
