@@ -14,8 +14,9 @@ grep -q "already exists" err.txt || fail "no 'already exists' message"
 
 common=(cfg=tiny "data_paths=[data]" checkpoint_path=run epochs=2 eval_interval=2 global_batch_size=32
         arch.hidden_size=32 arch.H_cycles=2 arch.L_cycles=2 arch.halt_max_steps=4 log_interval=4)
-"$TRM" pretrain "${common[@]}" > train.txt 2>&1 || { cat train.txt; fail "pretrain"; }
+"$TRM" pretrain "${common[@]}" eval_save_outputs=true > train.txt 2>&1 || { cat train.txt; fail "pretrain"; }
 ckpt=run/step_16.safetensors
+[ -f run/step_16_preds.npy ] && [ -f run/step_16_preds_q_halt.npy ] || fail "eval_save_outputs wrote no predictions"
 [ -f "$ckpt" ] && [ -f run/config.yaml ] && [ -f run/metrics.jsonl ] || fail "run directory contents"
 grep -q '"kind": "train"' run/metrics.jsonl || fail "no train metrics"
 grep -q "hidden_size: 32" run/config.yaml || fail "config.yaml is not the resolved config"

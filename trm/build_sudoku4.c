@@ -96,8 +96,10 @@ typedef struct {
     int64_t n;
 } split_arrays;
 
-static void fill_split(trm_rng *r, const trm_sudoku4_opts *o, int64_t n, const uint64_t *avoid, int64_t navoid,
-                       split_arrays *s, uint64_t *keys) {
+/* Fails when puzzles outside the test set cannot be found (the test set covers nearly every
+ * puzzle with that clue range): 10000 draws in a row all taken. */
+static int fill_split(trm_rng *r, const trm_sudoku4_opts *o, int64_t n, const uint64_t *avoid, int64_t navoid,
+                      split_arrays *s, uint64_t *keys, trm_err *e) {
     s->n = n;
     s->inputs = xmalloc(sizeof(int32_t) * (size_t)n * 16);
     s->labels = xmalloc(sizeof(int32_t) * (size_t)n * 16);
@@ -107,7 +109,12 @@ static void fill_split(trm_rng *r, const trm_sudoku4_opts *o, int64_t n, const u
     for (int64_t i = 0; i < n; i++) {
         int sol[16], q[16];
         uint64_t k;
+        int tries = 0;
         do {
+            if (++tries > 10000)
+                return trm_errf(e, "cannot find training puzzles outside the %lld test puzzles with %d..%d clues; "
+                                   "use fewer --test puzzles or a wider clue range", (long long)navoid, o->min_clues,
+                                o->max_clues);
             random_grid(r, sol);
             int clues = o->min_clues + (int)trm_rng_below(r, (uint64_t)(o->max_clues - o->min_clues + 1));
             make_puzzle(r, sol, clues, q);
@@ -123,6 +130,7 @@ static void fill_split(trm_rng *r, const trm_sudoku4_opts *o, int64_t n, const u
     }
     s->pidx[n] = (int32_t)n;
     s->gidx[n] = (int32_t)n;
+    return 0;
 }
 
 static void free_split(split_arrays *s) {
@@ -153,11 +161,11 @@ int trm_build_sudoku4(const trm_sudoku4_opts *o, trm_err *e) {
     trm_rng_init(&r, o->seed, 44);
     split_arrays test, train;
     uint64_t *keys = xmalloc(sizeof(uint64_t) * (size_t)o->n_test);
-    fill_split(&r, o, o->n_test, NULL, 0, &test, keys);
+    fill_split(&r, o, o->n_test, NULL, 0, &test, keys, e);
     qsort(keys, (size_t)o->n_test, sizeof *keys, cmp_u64);
-    fill_split(&r, o, o->n_train, keys, o->n_test, &train, NULL);
     static const char *const ids[1] = {"<blank>"};
-    int rc = write_split(tmp, "train", &train, e);
+    int rc = fill_split(&r, o, o->n_train, keys, o->n_test, &train, NULL, e);
+    if (!rc) rc = write_split(tmp, "train", &train, e);
     if (!rc) rc = write_split(tmp, "test", &test, e);
     if (!rc) rc = trm_dw_write_identifiers(tmp, ids, 1, e);
     if (!rc) rc = trm_dw_commit(tmp, o->out, o->force, e);

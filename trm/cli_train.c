@@ -122,7 +122,11 @@ int cmd_pretrain(int argc, char **argv, const trm_globals *g) {
             fprintf(stderr, "trm pretrain: %s\n", e.msg);
             goto out;
         }
-        if (!cfg_get(stored, "checkpoint_path") || cfg_get(stored, "checkpoint_path")->type != CFG_STR) {
+        /* resume=FILE continues in FILE's directory (it may have been moved since), unless
+         * checkpoint_path= says otherwise; resume=auto found FILE in checkpoint_path already */
+        int explicit_dir = 0;
+        for (int i = 0; i < n; i++) explicit_dir |= !strncmp(ov[i], "++checkpoint_path=", 18);
+        if (!explicit_dir) {
             cfg_node *cp = cfg_new(CFG_STR);
             cp->s = dirname_of(resume_path);
             cfg_set(stored, "checkpoint_path", cp);
@@ -309,18 +313,6 @@ static int run_inputs(trm_model *m, const gen_args *a, trm_err *e) {
     return 0;
 }
 
-static int save_outputs(const char *path, const trm_eval_outputs *o, int S, trm_err *e) {
-    int64_t sh[2] = {o->n, S};
-    if (npy_write(path, NPY_I32, 2, sh, o->preds, e)) return -1;
-    size_t len = strlen(path);
-    char *qp = len > 4 && !strcmp(path + len - 4, ".npy") ? xasprintf("%.*s_q_halt.npy", (int)(len - 4), path)
-                                                            : xasprintf("%s_q_halt.npy", path);
-    int rc = npy_write(qp, NPY_F32, 1, sh, o->q_halt, e);
-    if (!rc) fprintf(stderr, "predictions: %s, halting logits: %s\n", path, qp);
-    free(qp);
-    return rc;
-}
-
 static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
     int rc = -1;
     cfg_node *cfg = config_from_checkpoint(a->checkpoint, &g->search, a->overrides, a->noverrides, e);
@@ -345,11 +337,10 @@ static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
         const char *paths[1] = {a->data};
         if (trm_dataset_open(&d, paths, 1, a->split, e)) goto out;
         have_data = 1;
-        if (d.meta.seq_len != meta.seq_len || d.meta.vocab_size != meta.vocab_size) {
-            trm_errf(e, "%s: seq_len %" PRId64 " / vocab_size %" PRId64 " differ from the checkpoint's %" PRId64 " / %" PRId64,
-                     a->data, d.meta.seq_len, d.meta.vocab_size, meta.seq_len, meta.vocab_size);
-            goto out;
-        }
+        char *what = xasprintf("%s (%s split)", a->data, a->split);
+        int bad = trm_dataset_check_compatible(&d.meta, &meta, what, e);
+        free(what);
+        if (bad) goto out;
     }
     trm_device_request req = {.want_compile = rc_.compile, .want_bf16 = rc_.arch.forward_bf16};
     trm_device_choice dc;
@@ -360,6 +351,7 @@ static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
     int64_t gbs = a->batch_size ? a->batch_size : rc_.global_batch_size;
     trm_model_config mc;
     trm_model_config_for(&mc, &rc_, &meta, (int)gbs);
+    mc.inference_only = 1;
     if (trm_model_create(&m, &mc, be, 0, 0, e)) goto out;
     if (trm_checkpoint_load_weights(&m, a->checkpoint, 0, e)) goto out;
     if (have_data) {
@@ -371,7 +363,7 @@ static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
         for (int s = 0; s < r.nsets; s++) {
             if (!a->json) printf("[%s]", r.names[s]);
             for (int k = 0; k < TRM_NMETRICS; k++) {
-                if (k == TRM_M_Q_CONTINUE_LOSS && mc.no_ACT_continue) continue;
+                if (k == TRM_M_Q_CONTINUE_LOSS) continue; /* no target exists in evaluation */
                 double val = k == TRM_M_COUNT ? r.sums[s][k] : trm_eval_metric(&r, s, k);
                 if (a->json)
                     printf(isfinite(val) ? "%s\"%s/%s\": %.9g" : "%s\"%s/%s\": null", first ? "" : ", ", r.names[s],
@@ -384,7 +376,7 @@ static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
         }
         if (a->json) printf("}\n");
         trm_eval_result_free(&r);
-        int orc = a->output ? save_outputs(a->output, &o, m.S, e) : 0;
+        int orc = a->output ? trm_save_eval_outputs(a->output, &o, m.S, e) : 0;
         free(o.preds);
         free(o.q_halt);
         if (orc) goto out;

@@ -9,10 +9,22 @@
 #include "json.h"
 #include "npy.h"
 
-int trm_dw_begin(const char *out, int force, char **tmpdir, trm_err *e) {
-    if (trm_file_exists(out) && !force)
-        return trm_errf(e, "%s already exists; use --force to replace it", out);
+/* "data/x/" and "data/x" name the same directory; the temporary sibling needs the latter. */
+static char *strip_slashes(const char *p) {
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/') n--;
+    return xstrndup(p, n);
+}
+
+int trm_dw_begin(const char *out_, int force, char **tmpdir, trm_err *e) {
+    char *out = strip_slashes(out_);
+    if (trm_file_exists(out) && !force) {
+        trm_errf(e, "%s already exists; use --force to replace it", out);
+        free(out);
+        return -1;
+    }
     *tmpdir = xasprintf("%s.tmp-%ld", out, (long)getpid());
+    free(out);
     if (trm_remove_tree(*tmpdir, e) || trm_mkdirs(*tmpdir, e)) {
         free(*tmpdir);
         *tmpdir = NULL;
@@ -92,19 +104,26 @@ int trm_dw_write_identifiers(const char *dir, const char *const *names, int n, t
     return rc;
 }
 
-int trm_dw_commit(const char *tmpdir, const char *out, int force, trm_err *e) {
-    char *old = NULL;
+int trm_dw_commit(const char *tmpdir, const char *out_, int force, trm_err *e) {
+    char *out = strip_slashes(out_), *old = NULL;
+    int rc = 0;
     if (trm_file_exists(out)) {
-        if (!force) return trm_errf(e, "%s already exists; use --force to replace it", out);
-        old = xasprintf("%s.old-%ld", out, (long)getpid());
-        if (trm_rename(out, old, e)) {
-            free(old);
-            return -1;
+        if (!force) rc = trm_errf(e, "%s already exists; use --force to replace it", out);
+        else {
+            old = xasprintf("%s.old-%ld", out, (long)getpid());
+            rc = trm_rename(out, old, e);
+            if (rc) {
+                free(old);
+                old = NULL;
+            }
         }
     }
-    int rc = trm_rename(tmpdir, out, e);
-    if (rc && old) trm_rename(old, out, NULL); /* put the previous dataset back */
-    if (!rc && old) rc = trm_remove_tree(old, e);
+    if (!rc) {
+        rc = trm_rename(tmpdir, out, e);
+        if (rc && old) trm_rename(old, out, NULL); /* put the previous dataset back */
+        if (!rc && old) rc = trm_remove_tree(old, e);
+    }
     free(old);
+    free(out);
     return rc;
 }

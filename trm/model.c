@@ -10,7 +10,7 @@
 
 #include "rng.h"
 
-#define MAX_LAYERS 16
+#define MAX_LAYERS TRM_MAX_LAYERS
 
 struct trm_block_acts {
     float *in;                  /* borrowed: the block's input (B,T,D) */
@@ -68,6 +68,7 @@ int trm_model_config_check(const trm_model_config *c, trm_err *e) {
 }
 
 static int add_param(trm_model *m, const char *name, int64_t rows, int64_t cols) {
+    if (m->nparams >= TRM_MAX_PARAMS) abort(); /* unreachable: L_layers is checked first */
     trm_param *p = &m->params[m->nparams];
     snprintf(p->name, sizeof p->name, "%s", name);
     p->ndim = cols ? 2 : 1;
@@ -266,8 +267,9 @@ int trm_model_create(trm_model *m, const trm_model_config *c, trm_backend *be, u
 
     size_t R = (size_t)m->B * m->T, fb = sizeof(float);
     size_t nw = m->n_flat * fb;
+    int train = !c->inference_only;
     void **slots[] = {(void **)&m->w, (void **)&m->g, (void **)&m->m, (void **)&m->v};
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < (train ? 4 : 1); i++)
         if (alloc_or_fail(be, slots[i], nw, "parameters", e)) return -1;
     if (ema_enabled && alloc_or_fail(be, (void **)&m->ema, nw, "EMA weights", e)) return -1;
     int ndim = c->puzzle_emb_ndim;
@@ -276,7 +278,14 @@ int trm_model_create(trm_model *m, const trm_model_config *c, trm_backend *be, u
         void **p;
         size_t bytes;
         const char *what;
-    } bufs[] = {
+    } bufs[] = { /* the first ones are needed for training only */
+        {(void **)&m->d_puz_rows, (size_t)m->B * (ndim ? ndim : 1) * fb, "embeddings"},
+        {(void **)&m->dlogits, R * m->V * fb, "logits"},
+        {(void **)&m->dq, m->B * 2 * fb, "q"},
+        {(void **)&m->q_next, m->B * 2 * fb, "q"},
+        {(void **)&m->q_target, m->B * fb, "q"},
+        {(void **)&m->dz, R * m->D * fb, "gradients"},
+        {(void **)&m->dz2, R * m->D * fb, "gradients"},
         {(void **)&m->H_init, m->D * fb, "H_init"},
         {(void **)&m->L_init, m->D * fb, "L_init"},
         {(void **)&m->puz_w, rows_pid * (size_t)(ndim ? ndim : 1) * fb, "puzzle embeddings"},
@@ -301,27 +310,20 @@ int trm_model_create(trm_model *m, const trm_model_config *c, trm_backend *be, u
         {(void **)&m->in_pid, m->B * sizeof(int32_t), "batch"},
         {(void **)&m->x_emb, R * m->D * fb, "embeddings"},
         {(void **)&m->dx_emb, R * m->D * fb, "embeddings"},
-        {(void **)&m->d_puz_rows, (size_t)m->B * (ndim ? ndim : 1) * fb, "embeddings"},
         {(void **)&m->logits, R * m->V * fb, "logits"},
-        {(void **)&m->dlogits, R * m->V * fb, "logits"},
         {(void **)&m->q, m->B * 2 * fb, "q"},
-        {(void **)&m->dq, m->B * 2 * fb, "q"},
-        {(void **)&m->q_next, m->B * 2 * fb, "q"},
-        {(void **)&m->q_target, m->B * fb, "q"},
         {(void **)&m->preds, (size_t)m->B * m->S * sizeof(int32_t), "predictions"},
         {(void **)&m->metrics, TRM_NMETRICS * sizeof(double), "metrics"},
-        {(void **)&m->dz, R * m->D * fb, "gradients"},
-        {(void **)&m->dz2, R * m->D * fb, "gradients"},
         {(void **)&m->tmp_rows, R * m->D * fb, "work"},
     };
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    for (size_t i = train ? 0 : 7; i < sizeof bufs / sizeof bufs[0]; i++)
         if (alloc_or_fail(be, bufs[i].p, bufs[i].bytes, bufs[i].what, e)) return -1;
     size_t RT = (size_t)m->B * m->D;
     size_t big = max3(R * 2 * m->I, RT * 2 * m->It, R * 3 * m->D) +
                  max3(R * m->I, RT * m->It, R * m->D) + 2 * R * m->D;
-    if (alloc_or_fail(be, (void **)&m->tmp_big, big * fb, "backward work", e)) return -1;
+    if (train && alloc_or_fail(be, (void **)&m->tmp_big, big * fb, "backward work", e)) return -1;
 
-    m->saved_count = c->L_cycles + 1;
+    m->saved_count = train ? c->L_cycles + 1 : 0;
     m->saved = xcalloc((size_t)m->saved_count, sizeof *m->saved);
     m->scratch = xcalloc(1, sizeof *m->scratch);
     arena a = {m, NULL, 0, 1};
@@ -598,7 +600,7 @@ void trm_model_act_step(trm_model *m, const trm_step_opts *o) {
     trm_backend *be = m->be;
     const float *w = o->weights ? o->weights : m->w;
     size_t n = (size_t)m->B * m->T * m->D, bytes = n * sizeof(float);
-    int grad = o->want_grad;
+    int grad = o->want_grad && !m->cfg.inference_only;
 
     be->act_reset(be, m->B, m->T, m->D, m->S, m->halted, m->zH, m->zL, m->H_init, m->L_init,
                   m->steps, m->cur_inputs, m->cur_labels, m->cur_pid, m->in_inputs, m->in_labels,
@@ -622,7 +624,7 @@ void trm_model_act_step(trm_model *m, const trm_step_opts *o) {
                    m->cfg.no_ACT_continue, (float)m->cfg.halt_exploration_prob, o->seed, o->rng_step);
 
     const float *q_target = NULL;
-    if (o->training && m->cfg.halt_max_steps > 1 && !m->cfg.no_ACT_continue) {
+    if (o->training && m->cfg.halt_max_steps > 1 && !m->cfg.no_ACT_continue && !m->cfg.inference_only) {
         /* target_q_continue from one extra no-grad inner step on the new carry, which must be
          * left untouched: run it on copies (dz/dz2 are free until the backward). */
         be->copy(be, m->dz, m->zH, bytes);

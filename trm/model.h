@@ -10,6 +10,10 @@
 
 enum { TRM_POS_NONE = 0, TRM_POS_ROPE = 1, TRM_POS_LEARNED = 2 };
 
+#define TRM_MAX_LAYERS 16
+/* embed_tokens, embed_pos, 4 per layer, lm_head, q_head weight and bias */
+#define TRM_MAX_PARAMS (2 + 4 * TRM_MAX_LAYERS + 3)
+
 typedef struct {
     int batch_size;          /* local rows per step */
     int seq_len, vocab_size, num_puzzle_identifiers;
@@ -25,6 +29,7 @@ typedef struct {
     int forward_bf16;        /* forward_dtype == bfloat16 */
     int loss_type;           /* TRM_LOSS_* */
     double rms_norm_eps, rope_theta;
+    int inference_only;      /* allocate nothing for gradients/optimiser/saved activations */
 } trm_model_config;
 
 /* One named slice of a flat parameter buffer. */
@@ -45,7 +50,7 @@ typedef struct {
     int P, T, D, H, hd, I, It, S, V, B;
     /* trained tensors: one flat buffer, named slices (reference state-dict names) */
     int nparams;
-    trm_param params[64];
+    trm_param params[TRM_MAX_PARAMS];
     size_t n_flat;
     float *w, *g, *m, *v, *ema; /* ema NULL unless enabled */
     /* buffers: H_init, L_init (D), puzzle embedding table (num_ids × ndim) */
@@ -75,7 +80,7 @@ typedef struct {
     int saved_count;
     /* offsets of parameters used by the forward (indices into params[]) */
     int p_tok, p_pos, p_lm, p_qw, p_qb;
-    int p_layer[16][4];   /* per layer: attn qkv / mlp_t gate_up, attn o / mlp_t down, mlp gate_up, mlp down */
+    int p_layer[TRM_MAX_LAYERS][4];   /* per layer: attn qkv / mlp_t gate_up, attn o / mlp_t down, mlp gate_up, mlp down */
 } trm_model;
 
 /* Derived sizes check: errors on inconsistent configs (e.g. hidden_size % num_heads). */

@@ -87,8 +87,14 @@ static int read_arch(trm_model_config *a, const cfg_node *root, const char **arc
     else return trm_errf(e, "arch.loss.loss_type: expected stablemax_cross_entropy or softmax_cross_entropy, got '%s'", lt);
     a->rms_norm_eps = 1e-5;
     a->rope_theta = 10000.0;
-    if (cfg_get(root, "arch.rms_norm_eps") && cfg_get_float(root, "arch.rms_norm_eps", &f, e) == 0) a->rms_norm_eps = f;
-    if (cfg_get(root, "arch.rope_theta") && cfg_get_float(root, "arch.rope_theta", &f, e) == 0) a->rope_theta = f;
+    if (cfg_get(root, "arch.rms_norm_eps")) {
+        if (cfg_get_float(root, "arch.rms_norm_eps", &f, e)) return -1;
+        a->rms_norm_eps = f;
+    }
+    if (cfg_get(root, "arch.rope_theta")) {
+        if (cfg_get_float(root, "arch.rope_theta", &f, e)) return -1;
+        a->rope_theta = f;
+    }
     return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "npy.h"
 #include "device.h"
 #include "rng.h"
 #include "signals.h"
@@ -33,6 +34,17 @@ void trm_model_config_for(trm_model_config *mc, const trm_run_config *rc, const 
 /* ---------------------------------------------------------------------------------------
  * evaluation
  * ------------------------------------------------------------------------------------- */
+
+int trm_dataset_check_compatible(const trm_dataset_meta *data, const trm_dataset_meta *model, const char *what,
+                                 trm_err *e) {
+    if (data->seq_len != model->seq_len || data->vocab_size != model->vocab_size)
+        return trm_errf(e, "%s has seq_len %" PRId64 " and vocab_size %" PRId64 ", the model %" PRId64 " and %" PRId64,
+                        what, data->seq_len, data->vocab_size, model->seq_len, model->vocab_size);
+    if (data->num_puzzle_identifiers > model->num_puzzle_identifiers)
+        return trm_errf(e, "%s has %" PRId64 " puzzle identifiers, the model's table only %" PRId64, what,
+                        data->num_puzzle_identifiers, model->num_puzzle_identifiers);
+    return 0;
+}
 
 void trm_eval_result_free(trm_eval_result *r) {
     for (int i = 0; i < r->nsets; i++) free(r->names[i]);
@@ -95,6 +107,18 @@ int trm_evaluate(trm_model *m, const trm_dataset *d, int64_t global_batch_size, 
     free(preds);
     free(q);
     trm_batch_free(&b);
+    return rc;
+}
+
+int trm_save_eval_outputs(const char *path, const trm_eval_outputs *o, int S, trm_err *e) {
+    int64_t sh[2] = {o->n, S};
+    if (npy_write(path, NPY_I32, 2, sh, o->preds, e)) return -1;
+    size_t len = strlen(path);
+    char *qp = len > 4 && !strcmp(path + len - 4, ".npy") ? xasprintf("%.*s_q_halt.npy", (int)(len - 4), path)
+                                                            : xasprintf("%s_q_halt.npy", path);
+    int rc = npy_write(qp, NPY_F32, 1, sh, o->q_halt, e);
+    if (!rc) fprintf(stderr, "predictions: %s, halting logits: %s\n", path, qp);
+    free(qp);
     return rc;
 }
 
@@ -241,14 +265,29 @@ static int save_checkpoint(trainer *t, trm_err *e) {
 
 static int run_eval(trainer *t, trm_err *e) {
     trm_eval_result r;
+    trm_eval_outputs o = {0};
     const float *w = t->rc.ema ? t->m.ema : NULL;
-    if (trm_evaluate(&t->m, &t->test, t->rc.global_batch_size, w, &r, NULL, e)) return -1;
+    int save = t->rc.eval_save_outputs;
+    if (trm_evaluate(&t->m, &t->test, t->rc.global_batch_size, w, &r, save ? &o : NULL, e)) return -1;
+    if (save) {
+        char *name = xasprintf("step_%" PRId64 "_preds.npy", t->step);
+        char *path = trm_path_join(t->run_dir, name);
+        int bad = trm_save_eval_outputs(path, &o, t->m.S, e);
+        free(name);
+        free(path);
+        free(o.preds);
+        free(o.q_halt);
+        if (bad) {
+            trm_eval_result_free(&r);
+            return -1;
+        }
+    }
     if (t->tty) fputc('\n', stdout);
     fprintf(t->metrics, "{\"step\": %" PRId64 ", \"kind\": \"eval\"", t->step);
     for (int s = 0; s < r.nsets; s++) {
         printf("eval step %" PRId64 " [%s]", t->step, r.names[s]);
         for (int k = 1; k < TRM_NMETRICS; k++) {
-            if (k == TRM_M_Q_CONTINUE_LOSS && t->m.cfg.no_ACT_continue) continue;
+            if (k == TRM_M_Q_CONTINUE_LOSS) continue; /* no target exists in evaluation */
             char key[128];
             snprintf(key, sizeof key, "%s/%s", r.names[s], trm_metric_names[k]);
             double v = trm_eval_metric(&r, s, k);
@@ -281,6 +320,7 @@ static int open_data(trainer *t, trm_err *e) {
     if (have) {
         if (trm_dataset_open(&t->test, (const char *const *)tp, ntp, "test", e)) return -1;
         t->have_test = 1;
+        if (trm_dataset_check_compatible(&t->test.meta, &t->train.meta, "the test split", e)) return -1;
     } else {
         fprintf(stderr, "trm: warning: no test split next to the training data; evaluation is skipped\n");
     }
@@ -343,12 +383,17 @@ static int train_loop(trainer *t, trm_err *e) {
         if (rc) break;
         trm_sampler_next_iter(&t->sampler);
         saved_last = 0;
-        if (iter >= t->rc.min_eval_interval) {
+        /* The reference keeps looping over the remaining chunks once total_steps is reached
+         * (its train_batch becomes a no-op) and evaluates in the first of them that is at or
+         * past min_eval_interval; repeating that evaluation on the same weights adds nothing,
+         * so the run evaluates once here and stops. */
+        int last = t->step >= t->total_steps || iter == t->total_iters - 1;
+        if (iter >= t->rc.min_eval_interval || (last && t->total_iters - 1 >= t->rc.min_eval_interval)) {
             if (t->have_test && run_eval(t, e)) {
                 rc = -1;
                 break;
             }
-            if (t->rc.checkpoint_every_eval || iter == t->total_iters - 1) {
+            if (t->rc.checkpoint_every_eval || last) {
                 if (save_checkpoint(t, e)) {
                     rc = -1;
                     break;
@@ -356,7 +401,7 @@ static int train_loop(trainer *t, trm_err *e) {
                 saved_last = 1;
             }
         }
-        if (t->step >= t->total_steps) break;
+        if (last) break;
     }
     if (rc == 0 && !saved_last && save_checkpoint(t, e)) rc = -1;
     trm_batch_free(&b);

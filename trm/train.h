@@ -30,6 +30,8 @@ typedef struct {
 int trm_evaluate(trm_model *m, const trm_dataset *d, int64_t global_batch_size, const float *weights,
                  trm_eval_result *res, trm_eval_outputs *outs, trm_err *e);
 void trm_eval_result_free(trm_eval_result *r);
+/* Predictions (n × S int32) to `path` and the halting logits to <path without .npy>_q_halt.npy. */
+int trm_save_eval_outputs(const char *path, const trm_eval_outputs *o, int S, trm_err *e);
 /* "<set>/<metric>" value: losses and the rest divided by count, as the reference. */
 double trm_eval_metric(const trm_eval_result *r, int set, int k);
 extern const char *const trm_metric_names[TRM_NMETRICS];
@@ -37,6 +39,11 @@ extern const char *const trm_metric_names[TRM_NMETRICS];
 /* Fills project_name, run_name and checkpoint_path when absent (as the reference: project
  * from the first data path, run name from the arch class and a random two-word slug). */
 void trm_fill_run_names(cfg_node *cfg, const trm_run_config *rc);
+
+/* Evaluation data must fit a model built for `model`: same seq_len and vocab_size, puzzle
+ * ids within its table. `what` names the data in the error. */
+int trm_dataset_check_compatible(const trm_dataset_meta *data, const trm_dataset_meta *model, const char *what,
+                                 trm_err *e);
 
 /* Model config from the run config + dataset metadata (+ local batch). */
 void trm_model_config_for(trm_model_config *mc, const trm_run_config *rc, const trm_dataset_meta *meta,
