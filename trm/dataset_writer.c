@@ -72,9 +72,11 @@ int trm_dw_write_split(const char *dir, const char *split, const trm_dataset_met
         json_kv_int(&b, "vocab_size", meta->vocab_size);
         json_kv_int(&b, "seq_len", meta->seq_len);
         json_kv_int(&b, "num_puzzle_identifiers", meta->num_puzzle_identifiers);
-        json_kv_int(&b, "total_groups", groups);
-        json_kv_double(&b, "mean_puzzle_examples", puzzles ? (double)examples / (double)puzzles : 0.0);
-        json_kv_int(&b, "total_puzzles", puzzles);
+        int given = meta->total_groups > 0;
+        json_kv_int(&b, "total_groups", given ? meta->total_groups : groups);
+        json_kv_double(&b, "mean_puzzle_examples",
+                       given ? meta->mean_puzzle_examples : puzzles ? (double)examples / (double)puzzles : 0.0);
+        json_kv_int(&b, "total_puzzles", given ? meta->total_puzzles : puzzles);
         json_key(&b, "sets");
         json_arr_begin(&b);
         for (int i = 0; i < nsets; i++) json_str(&b, sets[i].name);

@@ -20,8 +20,11 @@ typedef struct {
 
 /* Creates OUT's temporary sibling directory (OUT exists and !force → error). */
 int trm_dw_begin(const char *out, int force, char **tmpdir, trm_err *e);
-/* Writes one split (train/test) of a dataset into dir; meta's totals are computed here
- * from the sets (total_groups, total_puzzles, mean_puzzle_examples) — other fields as given. */
+/* Writes one split (train/test) of a dataset into dir. total_groups, total_puzzles and
+ * mean_puzzle_examples are computed from the sets unless meta->total_groups > 0, in which
+ * case all three are written as given (the reference's Sudoku and Maze builders write
+ * total_puzzles = total_groups and mean_puzzle_examples = 1 although each group holds
+ * 1 + num_aug puzzles; matching that keeps the files interchangeable). */
 int trm_dw_write_split(const char *dir, const char *split, const trm_dataset_meta *meta,
                        const trm_dw_set *sets, int nsets, trm_err *e);
 /* identifiers.json: a JSON list of names (index = id). */
