@@ -34,36 +34,53 @@ static int data_sudoku4(int argc, char **argv, trm_err *e) {
             else if (!strcmp(w, "--max-clues")) o.max_clues = (int)x;
             else o.seed = (uint64_t)x;
         } else {
-            return trm_errf(e, "data sudoku4: unexpected argument '%s'", w);
+            return trm_errf(e, "unexpected argument '%s'", w);
         }
     }
-    if (!o.out) return trm_errf(e, "data sudoku4: --out DIR is required");
+    if (!o.out) return trm_errf(e, "--out DIR is required");
     if (trm_build_sudoku4(&o, e)) return -1;
     printf("wrote %s: %lld training and %lld test 4x4 puzzles\n", o.out, (long long)o.n_train, (long long)o.n_test);
     return 0;
 }
 
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv, trm_err *e); /* NULL: not in this build yet */
+} builder;
+
+/* One line per builder; builders add themselves here. */
+static const builder builders[] = {
+    {"sudoku4", data_sudoku4},
+    {"sudoku", NULL},
+    {"sudoku-gen", NULL},
+    {"maze", NULL},
+    {"maze-gen", NULL},
+    {"arc", NULL},
+};
+
 int cmd_data(int argc, char **argv, const trm_globals *g) {
     (void)g;
     trm_err e = {{0}};
+    size_t nb = sizeof builders / sizeof builders[0];
     if (argc < 1) {
-        fprintf(stderr, "usage: trm data <sudoku4|sudoku|sudoku-gen|maze|maze-gen|arc> [options]\n");
+        fprintf(stderr, "usage: trm data <builder> [options]   (see trm help data)\n");
         return 2;
     }
-    if (!strcmp(argv[0], "sudoku4")) {
-        if (data_sudoku4(argc - 1, argv + 1, &e)) {
-            fprintf(stderr, "trm data: %s\n", e.msg);
-            return 1;
-        }
-        return 0;
-    }
-    static const char *const later[] = {"sudoku", "sudoku-gen", "maze", "maze-gen", "arc"};
-    for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
-        if (!strcmp(argv[0], later[i])) {
+    for (size_t i = 0; i < nb; i++) {
+        if (strcmp(argv[0], builders[i].name)) continue;
+        if (!builders[i].run) {
             fprintf(stderr, "trm data %s: this builder is not part of this build yet (it comes with the "
                             "dataset-builder work); nothing was written\n", argv[0]);
             return 2;
         }
-    fprintf(stderr, "trm data: unknown builder '%s' (sudoku4, sudoku, sudoku-gen, maze, maze-gen, arc)\n", argv[0]);
+        if (builders[i].run(argc - 1, argv + 1, &e)) {
+            fprintf(stderr, "trm data %s: %s\n", argv[0], e.msg);
+            return 1;
+        }
+        return 0;
+    }
+    fprintf(stderr, "trm data: unknown builder '%s' (", argv[0]);
+    for (size_t i = 0; i < nb; i++) fprintf(stderr, "%s%s", i ? ", " : "", builders[i].name);
+    fprintf(stderr, ")\n");
     return 2;
 }
