@@ -357,7 +357,8 @@ static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
     if (have_data) {
         trm_eval_result r;
         trm_eval_outputs o = {0};
-        if (trm_evaluate(&m, &d, gbs, NULL, &r, a->output ? &o : NULL, e)) goto out;
+        trm_eval_sink sink = trm_eval_collect(&o);
+        if (trm_evaluate(&m, &d, gbs, NULL, &r, &sink, a->output ? 1 : 0, e)) goto out;
         if (a->json) printf("{");
         int first = 1;
         for (int s = 0; s < r.nsets; s++) {

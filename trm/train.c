@@ -58,8 +58,26 @@ double trm_eval_metric(const trm_eval_result *r, int set, int k) {
     return r->sums[set][k] / count; /* the reference divides by count, also the losses */
 }
 
+static int collect_batch(void *ctx, const trm_batch *b, int64_t real, const int32_t *preds, const float *q,
+                         trm_err *e) {
+    (void)e;
+    trm_eval_outputs *o = ctx;
+    int64_t S = b->seq_len;
+    o->preds = xrealloc(o->preds, (size_t)(o->n + real) * (size_t)S * sizeof(int32_t));
+    o->q_halt = xrealloc(o->q_halt, (size_t)(o->n + real) * sizeof(float));
+    memcpy(o->preds + o->n * S, preds, (size_t)real * (size_t)S * sizeof(int32_t));
+    for (int64_t r = 0; r < real; r++) o->q_halt[o->n + r] = q[2 * r];
+    o->n += real;
+    return 0;
+}
+
+trm_eval_sink trm_eval_collect(trm_eval_outputs *o) {
+    trm_eval_sink s = {collect_batch, o};
+    return s;
+}
+
 int trm_evaluate(trm_model *m, const trm_dataset *d, int64_t global_batch_size, const float *weights,
-                 trm_eval_result *res, trm_eval_outputs *outs, trm_err *e) {
+                 trm_eval_result *res, const trm_eval_sink *sinks, int nsinks, trm_err *e) {
     trm_backend *be = m->be;
     memset(res, 0, sizeof *res);
     res->nsets = d->nsets;
@@ -71,11 +89,10 @@ int trm_evaluate(trm_model *m, const trm_dataset *d, int64_t global_batch_size, 
     trm_batch b;
     trm_batch_alloc(&b, m->B, m->S);
     trm_model_swap_carry(m);
-    int32_t *preds = outs ? xmalloc((size_t)m->B * m->S * sizeof(int32_t)) : NULL;
-    float *q = outs ? xmalloc((size_t)m->B * 2 * sizeof(float)) : NULL;
-    int64_t out_pos = 0;
+    int32_t *preds = nsinks ? xmalloc((size_t)m->B * m->S * sizeof(int32_t)) : NULL;
+    float *q = nsinks ? xmalloc((size_t)m->B * 2 * sizeof(float)) : NULL;
     int got, rc = 0;
-    while ((got = trm_test_iter_next(d, &it, &b)) != 0) {
+    while (rc == 0 && (got = trm_test_iter_next(d, &it, &b)) != 0) {
         if (got < 0) {
             rc = trm_errf(e, "global_batch_size %" PRId64 " cannot be split into batches of %d", global_batch_size, m->B);
             break;
@@ -91,16 +108,11 @@ int trm_evaluate(trm_model *m, const trm_dataset *d, int64_t global_batch_size, 
         double mt[TRM_NMETRICS];
         be->to_host(be, mt, m->metrics, sizeof mt);
         for (int k = 0; k < TRM_NMETRICS; k++) res->sums[b.set_index][k] += mt[k];
-        if (outs) {
+        if (nsinks) {
             int64_t real = b.effective_size < m->B ? b.effective_size : m->B;
             be->to_host(be, preds, m->preds, (size_t)m->B * m->S * sizeof(int32_t));
             be->to_host(be, q, m->q, (size_t)m->B * 2 * sizeof(float));
-            outs->preds = xrealloc(outs->preds, (size_t)(out_pos + real) * m->S * sizeof(int32_t));
-            outs->q_halt = xrealloc(outs->q_halt, (size_t)(out_pos + real) * sizeof(float));
-            memcpy(outs->preds + out_pos * m->S, preds, (size_t)real * m->S * sizeof(int32_t));
-            for (int64_t r = 0; r < real; r++) outs->q_halt[out_pos + r] = q[2 * r];
-            out_pos += real;
-            outs->n = out_pos;
+            for (int k = 0; k < nsinks && rc == 0; k++) rc = sinks[k].batch(sinks[k].ctx, &b, real, preds, q, e);
         }
     }
     trm_model_swap_carry(m);
@@ -268,7 +280,8 @@ static int run_eval(trainer *t, trm_err *e) {
     trm_eval_outputs o = {0};
     const float *w = t->rc.ema ? t->m.ema : NULL;
     int save = t->rc.eval_save_outputs;
-    if (trm_evaluate(&t->m, &t->test, t->rc.global_batch_size, w, &r, save ? &o : NULL, e)) return -1;
+    trm_eval_sink sink = trm_eval_collect(&o);
+    if (trm_evaluate(&t->m, &t->test, t->rc.global_batch_size, w, &r, &sink, save, e)) return -1;
     if (save) {
         char *name = xasprintf("step_%" PRId64 "_preds.npy", t->step);
         char *path = trm_path_join(t->run_dir, name);

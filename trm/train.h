@@ -26,9 +26,20 @@ typedef struct {
     int64_t n;
 } trm_eval_outputs;
 
+/* Receives every evaluation batch after its final ACT step: the batch (host), its number of
+ * real rows (the rest is padding), and host copies of the predictions (B×S) and q logits
+ * (B×2: q_halt, q_continue). Used to save outputs and to feed evaluators such as ARC's. */
+typedef struct {
+    int (*batch)(void *ctx, const trm_batch *b, int64_t real, const int32_t *preds, const float *q, trm_err *e);
+    void *ctx;
+} trm_eval_sink;
+
+/* A sink that appends predictions and q_halt to `o`. */
+trm_eval_sink trm_eval_collect(trm_eval_outputs *o);
+
 /* Evaluates `weights` (NULL = m->w) on every set of `d`; the training carry is preserved. */
 int trm_evaluate(trm_model *m, const trm_dataset *d, int64_t global_batch_size, const float *weights,
-                 trm_eval_result *res, trm_eval_outputs *outs, trm_err *e);
+                 trm_eval_result *res, const trm_eval_sink *sinks, int nsinks, trm_err *e);
 void trm_eval_result_free(trm_eval_result *r);
 /* Predictions (n × S int32) to `path` and the halting logits to <path without .npy>_q_halt.npy. */
 int trm_save_eval_outputs(const char *path, const trm_eval_outputs *o, int S, trm_err *e);
