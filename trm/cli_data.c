@@ -2,6 +2,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "build_maze.h"
+#include "build_sudoku.h"
+#include "build_arc.h"
 #include "build_sudoku4.h"
 #include "commands.h"
 
@@ -51,11 +54,11 @@ typedef struct {
 /* One line per builder; builders add themselves here. */
 static const builder builders[] = {
     {"sudoku4", data_sudoku4},
-    {"sudoku", NULL},
-    {"sudoku-gen", NULL},
-    {"maze", NULL},
-    {"maze-gen", NULL},
-    {"arc", NULL},
+    {"sudoku", trm_data_sudoku},
+    {"sudoku-gen", trm_data_sudoku_gen},
+    {"maze", trm_data_maze},
+    {"maze-gen", trm_data_maze_gen},
+    {"arc", trm_data_arc},
 };
 
 int cmd_data(int argc, char **argv, const trm_globals *g) {

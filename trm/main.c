@@ -36,7 +36,18 @@ static const command_entry commands[] = {
      "usage: trm data <builder> [options]\n"
      "  sudoku4 --out DIR [--train N] [--test N] [--min-clues A] [--max-clues B] [--seed S] [--force]\n"
      "      a small 4x4 Sudoku task (unique solutions, test puzzles unseen in training)\n"
-     "  sudoku, sudoku-gen, maze, maze-gen, arc: the published datasets' builders (not in this build yet)\n"},
+     "  sudoku --csv-dir DIR --out OUT [--subsample-size N] [--num-aug K] [--min-difficulty R] [--seed S]\n"
+     "      Sudoku-Extreme layout CSVs (train.csv, test.csv) -> the reference's dataset layout\n"
+     "  sudoku-gen --count N --out FILE.csv [--seed S] [--min-clues A --max-clues B] [--min-rating R]\n"
+     "      puzzles with exactly one solution (minimal or near-minimal by default)\n"
+     "  maze --csv-dir DIR --out OUT [--subsample-size N] [--aug] [--seed S]\n"
+     "      Maze-Hard layout CSVs -> dataset (8 dihedral copies with --aug)\n"
+     "  maze-gen --count N --out FILE.csv [--size 30] [--min-path-len L] [--seed S]\n"
+     "      mazes with a unique shortest S->G path of at least L moves\n"
+     "  arc --input-file-prefix P --subsets A B ... --test-set-name NAME [--test-set-name2 NAME2]\n"
+     "      [--num-aug K] [--seed S] --out OUT      Kaggle ARC JSON -> dataset\n"
+     "  Builders write OUT under a temporary name and rename it when complete; an existing\n"
+     "  OUT is kept unless --force is given.\n"},
     {"config", cmd_config, "show the composed configuration",
      "usage: trm config show [cfg=NAME] [overrides ...]\n"
      "       trm config list\n"
