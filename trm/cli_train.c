@@ -8,6 +8,7 @@
 #include "checkpoint.h"
 #include "commands.h"
 #include "device.h"
+#include "evaluators.h"
 #include "npy.h"
 #include "safetensors.h"
 #include "train.h"
@@ -357,8 +358,25 @@ static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
     if (have_data) {
         trm_eval_result r;
         trm_eval_outputs o = {0};
-        trm_eval_sink sink = trm_eval_collect(&o);
-        if (trm_evaluate(&m, &d, gbs, NULL, &r, &sink, a->output ? 1 : 0, e)) goto out;
+        trm_evaluators *evals = NULL;
+        if (trm_evaluators_open(&evals, rc_.evaluators, rc_.n_evaluators, a->data, e)) goto out;
+        trm_eval_sink sinks[2];
+        int nsinks = 0;
+        if (a->output) sinks[nsinks++] = trm_eval_collect(&o);
+        if (evals) sinks[nsinks++] = trm_evaluators_sink(evals);
+        trm_eval_metrics em = {0};
+        char *ckdir = dirname_of(a->checkpoint), *tag = xasprintf("generate_%s", a->split);
+        int erc = trm_evaluate(&m, &d, gbs, NULL, &r, sinks, nsinks, e);
+        if (!erc) erc = trm_evaluators_finish(evals, ckdir, tag, &em, e);
+        if (!erc && evals) fprintf(stderr, "submission: %s/evaluator_ARC_%s/submission.json\n", ckdir, tag);
+        free(ckdir);
+        free(tag);
+        trm_evaluators_free(evals);
+        if (erc) {
+            free(o.preds);
+            free(o.q_halt);
+            goto out;
+        }
         if (a->json) printf("{");
         int first = 1;
         for (int s = 0; s < r.nsets; s++) {
@@ -375,6 +393,12 @@ static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
             }
             if (!a->json) printf("\n");
         }
+        for (int i = 0; i < em.n; i++) {
+            if (a->json) printf("%s\"%s\": %.9g", first ? "" : ", ", em.names[i], em.values[i]);
+            else printf("%s %s %.6g", i ? "" : "[evaluators]", em.names[i], em.values[i]);
+            first = 0;
+        }
+        if (em.n && !a->json) printf("\n");
         if (a->json) printf("}\n");
         trm_eval_result_free(&r);
         int orc = a->output ? trm_save_eval_outputs(a->output, &o, m.S, e) : 0;

@@ -13,6 +13,7 @@
 #include "checkpoint.h"
 #include "npy.h"
 #include "device.h"
+#include "evaluators.h"
 #include "rng.h"
 #include "signals.h"
 
@@ -204,6 +205,7 @@ typedef struct {
     trm_sampler_state sampler;
     int64_t step, total_steps, total_iters;
     const char *run_dir;
+    trm_evaluators *evals;
     FILE *metrics;
     int tty;
     double t_start, t_last_log;
@@ -279,9 +281,27 @@ static int run_eval(trainer *t, trm_err *e) {
     trm_eval_result r;
     trm_eval_outputs o = {0};
     const float *w = t->rc.ema ? t->m.ema : NULL;
-    int save = t->rc.eval_save_outputs;
-    trm_eval_sink sink = trm_eval_collect(&o);
-    if (trm_evaluate(&t->m, &t->test, t->rc.global_batch_size, w, &r, &sink, save, e)) return -1;
+    int save = t->rc.eval_save_outputs, nsinks = 0;
+    trm_eval_sink sinks[2];
+    if (save) sinks[nsinks++] = trm_eval_collect(&o);
+    if (t->evals) {
+        trm_evaluators_begin(t->evals);
+        sinks[nsinks++] = trm_evaluators_sink(t->evals);
+    }
+    if (trm_evaluate(&t->m, &t->test, t->rc.global_batch_size, w, &r, sinks, nsinks, e)) {
+        free(o.preds);
+        free(o.q_halt);
+        return -1;
+    }
+    trm_eval_metrics em;
+    char tag[64];
+    snprintf(tag, sizeof tag, "step_%" PRId64, t->step);
+    if (trm_evaluators_finish(t->evals, t->run_dir, tag, &em, e)) {
+        free(o.preds);
+        free(o.q_halt);
+        trm_eval_result_free(&r);
+        return -1;
+    }
     if (save) {
         char *name = xasprintf("step_%" PRId64 "_preds.npy", t->step);
         char *path = trm_path_join(t->run_dir, name);
@@ -312,6 +332,12 @@ static int run_eval(trainer *t, trm_err *e) {
         json_kv(t->metrics, key, r.sums[s][TRM_M_COUNT]);
         printf("\n");
     }
+    if (em.n) printf("eval step %" PRId64 " [evaluators]", t->step);
+    for (int i = 0; i < em.n; i++) {
+        json_kv(t->metrics, em.names[i], em.values[i]);
+        printf("  %s %.4f", em.names[i], em.values[i]);
+    }
+    if (em.n) printf("\n");
     fprintf(t->metrics, "}\n");
     fflush(t->metrics);
     fflush(stdout);
@@ -486,9 +512,10 @@ static int setup(trainer *t, const char *resume_path, trm_err *e) {
     printf("model: %zu parameters (%s), %" PRId64 " steps of %" PRId64 " examples, %" PRId64 " chunks of %" PRId64 " epochs\n",
            nparams, t->rc.arch.mlp_t ? "mlp_t" : "attention", t->total_steps, gbs, t->total_iters,
            t->rc.eval_interval);
-    for (int i = 0; i < t->rc.n_evaluators; i++)
-        fprintf(stderr, "trm: warning: evaluator '%s' is not part of this build; its metrics are not computed\n",
-                t->rc.evaluators[i]);
+    if (t->have_test) {
+        const char *dir = t->rc.n_data_paths_test ? t->rc.data_paths_test[0] : t->rc.data_paths[0];
+        if (trm_evaluators_open(&t->evals, t->rc.evaluators, t->rc.n_evaluators, dir, e)) return -1;
+    }
     fflush(stdout);
     return 0;
 }
@@ -511,6 +538,7 @@ int trm_pretrain_main(cfg_node *cfg, const char *resume_path) {
         rc = 1;
     }
     if (t.metrics) fclose(t.metrics);
+    trm_evaluators_free(t.evals);
     if (t.m.be) trm_model_destroy(&t.m);
     if (t.be) t.be->destroy(t.be);
     if (t.have_test) trm_dataset_close(&t.test);
