@@ -378,7 +378,8 @@ int trm_maze_gen(trm_maze_gen_opts *o, trm_err *e) {
     }
     o->seconds = trm_now_seconds() - p.t0;
     o->len_mean = sum / (double)o->count;
-    int rc = b.fail_at < INT64_MAX ? (*e = b.err, -1) : trm_write_file_atomic(o->out, csv, len, e);
+    int rc = b.fail_at < INT64_MAX ? (*e = b.err, -1) : trm_mkdirs_for(o->out, e);
+    if (!rc) rc = trm_write_file_atomic(o->out, csv, len, e);
     free(csv);
     free(b.q);
     free(b.a);

@@ -312,6 +312,7 @@ int trm_sudoku_gen_csv(const trm_sudoku_gen_cli_opts *o, trm_err *e) {
         len += (size_t)snprintf(buf + len, cap - len, "trm-gen,%s,%s,%" PRIu64 "\n", qs, as, rating);
         progress_tick(&pr, i + 1, o->count);
     }
+    if (!rc) rc = trm_mkdirs_for(o->out, e);
     if (!rc) rc = trm_write_file_atomic(o->out, buf, len, e);
     free(buf);
     return rc;

@@ -275,3 +275,12 @@ uint64_t trm_peak_rss_bytes(void) {
     return (uint64_t)ru.ru_maxrss * 1024u; /* KiB on Linux */
 #endif
 }
+
+int trm_mkdirs_for(const char *path, trm_err *e) {
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path) return 0;
+    char *dir = xstrndup(path, (size_t)(slash - path));
+    int rc = trm_mkdirs(dir, e);
+    free(dir);
+    return rc;
+}

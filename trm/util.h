@@ -36,6 +36,8 @@ char *xasprintf(const char *fmt, ...) TRM_PRINTF(1, 2);
 char *trm_read_file(const char *path, size_t *len, trm_err *e);
 /* Atomic write: temp file in the same directory, fsync, rename; never leaves a half file. */
 int trm_write_file_atomic(const char *path, const void *data, size_t len, trm_err *e);
+/* Creates the directory that will hold `path` (nothing when path has no directory part). */
+int trm_mkdirs_for(const char *path, trm_err *e);
 int trm_mkdirs(const char *path, trm_err *e);
 int trm_file_exists(const char *path);
 int trm_is_dir(const char *path);
