@@ -43,10 +43,6 @@ void trm_evaluators_free(trm_evaluators *ev) {
     free(ev);
 }
 
-void trm_evaluators_begin(trm_evaluators *ev) {
-    if (ev && ev->arc) arc_eval_reset(ev->arc);
-}
-
 static int sink_batch(void *ctx, const trm_batch *b, int64_t real, const int32_t *preds, const float *q, trm_err *e) {
     trm_evaluators *ev = ctx;
     int64_t S = b->seq_len;

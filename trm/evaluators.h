@@ -19,8 +19,6 @@ typedef struct {
  * are errors). *out stays NULL when the list is empty. */
 int trm_evaluators_open(trm_evaluators **out, char *const *names, int n, const char *data_dir, trm_err *e);
 void trm_evaluators_free(trm_evaluators *ev);
-/* Starts a new evaluation (forgets the previous one's predictions). */
-void trm_evaluators_begin(trm_evaluators *ev);
 trm_eval_sink trm_evaluators_sink(trm_evaluators *ev);
 /* Computes the metrics; writes each evaluator's files under save_dir/evaluator_<NAME>_<tag>
  * when save_dir is not NULL (e.g. tag "step_1000"). */

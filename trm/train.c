@@ -284,10 +284,9 @@ static int run_eval(trainer *t, trm_err *e) {
     int save = t->rc.eval_save_outputs, nsinks = 0;
     trm_eval_sink sinks[2];
     if (save) sinks[nsinks++] = trm_eval_collect(&o);
-    if (t->evals) {
-        trm_evaluators_begin(t->evals);
-        sinks[nsinks++] = trm_evaluators_sink(t->evals);
-    }
+    /* The evaluators are not reset between evaluations: the reference's ARC evaluator votes
+     * with aggregated_voting=True, over the predictions of every evaluation of the run so far. */
+    if (t->evals) sinks[nsinks++] = trm_evaluators_sink(t->evals);
     if (trm_evaluate(&t->m, &t->test, t->rc.global_batch_size, w, &r, sinks, nsinks, e)) {
         free(o.preds);
         free(o.q_halt);
