@@ -14,6 +14,7 @@
 #include "dataset_writer.h"
 #include "json.h"
 #include "npy.h"
+#include "progress.h"
 #include "rng.h"
 
 #define AUG_RETRIES_FACTOR 5
@@ -243,15 +244,6 @@ static void augment(arc_ctx *c, arc_puzzle *p, arc_htab *seen) {
     free(scratch);
 }
 
-static void progress(const arc_ctx *c, const char *phase, int64_t done, int64_t total, double t0, double *last) {
-    double now = trm_now_seconds();
-    if (c->o->quiet || (done < total && now - *last < 5.0)) return;
-    *last = now;
-    double rate = done / (now - t0 + 1e-9);
-    fprintf(stderr, "[arc] %s: %lld/%lld puzzles, %.1f/s, ETA %.0fs\n", phase, (long long)done, (long long)total, rate,
-            rate > 0 ? (double)(total - done) / rate : 0.0);
-}
-
 /* ---- identifiers ------------------------------------------------------------------------------ */
 
 static int64_t id_of(arc_ctx *c, char *name /* taken */) {
@@ -386,7 +378,8 @@ static int write_split(arc_ctx *c, const char *dir, int test_split, trm_err *e) 
     int64_t ex_id = 0, pz_id = 0, g_id = 0;
     pidx[0] = gidx[0] = 0;
     int *order = NULL;
-    double t0 = trm_now_seconds(), last = t0;
+    trm_progress pg;
+    trm_progress_start(&pg, test_split ? "[arc] test" : "[arc] train", ngroups, !rc && !c->o->quiet);
     for (int i = 0; !rc && i < c->npz; i++) {
         const arc_puzzle *p = &c->pz[i];
         if (test_split && !p->to_test) continue;
@@ -416,8 +409,9 @@ static int write_split(arc_ctx *c, const char *dir, int test_split, trm_err *e) 
             pidx[++pz_id] = (int32_t)ex_id;
         }
         gidx[++g_id] = (int32_t)pz_id;
-        progress(c, split, g_id, ngroups, t0, &last);
+        trm_progress_update(&pg, g_id);
     }
+    trm_progress_finish(&pg);
     free(order);
     rc = close_file(fin, pin, rc, e);
     rc = close_file(flab, plab, rc, e);
@@ -541,11 +535,14 @@ int trm_build_arc(const trm_arc_opts *o, trm_err *e) {
     if (!rc && !o->quiet) fprintf(stderr, "Total puzzles: %d\n", c.npz);
     arc_htab seen;
     arc_htab_init(&seen);
-    double t0 = trm_now_seconds(), last = t0;
+    double t0 = trm_now_seconds();
+    trm_progress pg;
+    trm_progress_start(&pg, "[arc] augment", c.npz, !rc && !o->quiet);
     for (int i = 0; !rc && i < c.npz; i++) {
         augment(&c, &c.pz[i], &seen);
-        progress(&c, "augment", i + 1, c.npz, t0, &last);
+        trm_progress_update(&pg, i + 1);
     }
+    trm_progress_finish(&pg);
     arc_htab_free(&seen);
     if (!rc) rc = write_split(&c, tmp, 0, e);
     if (!rc) rc = write_split(&c, tmp, 1, e);
@@ -563,16 +560,6 @@ int trm_build_arc(const trm_arc_opts *o, trm_err *e) {
 }
 
 /* ---- command line ----------------------------------------------------------------------------- */
-
-static int parse_int(const char *opt, const char *v, int64_t *out, trm_err *e) {
-    char *end;
-    if (!v) return trm_errf(e, "%s needs a value", opt);
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (*end || end == v || errno) return trm_errf(e, "%s: expected an integer, got '%s'", opt, v);
-    *out = x;
-    return 0;
-}
 
 int trm_data_arc(int argc, char **argv, trm_err *e) {
     trm_arc_opts o = {.test_set_name2 = "evaluation2", .num_aug = 1000, .seed = 42, .puzzle_identifiers_start = 1};
@@ -594,7 +581,7 @@ int trm_data_arc(int argc, char **argv, trm_err *e) {
             else o.out = v;
             i++;
         } else if (!strcmp(w, "--num-aug") || !strcmp(w, "--seed") || !strcmp(w, "--puzzle-identifiers-start")) {
-            rc = parse_int(w, v, &x, e);
+            rc = trm_parse_i64(w, v, &x, e);
             i++;
             if (!strcmp(w, "--num-aug")) o.num_aug = x;
             else if (!strcmp(w, "--seed")) o.seed = (uint64_t)x;

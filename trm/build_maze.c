@@ -8,43 +8,17 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "dataset_writer.h"
 #include "dihedral.h"
 #include "maze.h"
+#include "progress.h"
 #include "rng.h"
 
 #define MAZE_SUBSAMPLE_STREAM 0x4d415a45ULL /* "MAZE" */
 #define MAZE_GEN_STREAM 0x4d47454eULL       /* "MGEN"; maze i uses stream (this << 32) | i */
 #define MAZE_GEN_MAX_TRIES 1000
 #define MAZE_MAX_SIDE 4096 /* keeps n*n and the token arrays' indices in int range */
-
-/* ---- progress ---------------------------------------------------------------------- */
-
-typedef struct {
-    const char *what;
-    int64_t total;
-    double t0, last;
-    int enabled, tty;
-} progress;
-
-static void progress_start(progress *p, const char *what, int64_t total, int enabled) {
-    *p = (progress){.what = what, .total = total, .t0 = trm_now_seconds(), .enabled = enabled, .tty = isatty(2)};
-    p->last = p->t0;
-}
-
-/* At most four lines a second, and always the final one. */
-static void progress_update(progress *p, int64_t done) {
-    if (!p->enabled) return;
-    double now = trm_now_seconds(), dt = now - p->t0;
-    if (done < p->total && now - p->last < 0.25) return;
-    p->last = now;
-    double rate = dt > 0 ? (double)done / dt : 0.0, eta = rate > 0 ? (double)(p->total - done) / rate : 0.0;
-    fprintf(stderr, "%s%s: %" PRId64 "/%" PRId64 " (%.0f/s, ETA %.0fs)%s", p->tty ? "\r" : "", p->what, done,
-            p->total, rate, eta, p->tty && done < p->total ? "" : "\n");
-    fflush(stderr);
-}
 
 /* ---- CSV reading ------------------------------------------------------------------- */
 
@@ -203,7 +177,7 @@ static void to_tokens(const char *g, int n, int tid, int32_t *out) {
 }
 
 /* rows[order[i]] for i < n_sel, each as naug dihedral copies (tid 0..naug-1). */
-static void fill_split(const maze_rows *m, const int64_t *order, int64_t n_sel, int naug, progress *p,
+static void fill_split(const maze_rows *m, const int64_t *order, int64_t n_sel, int naug, trm_progress *p,
                        split_arrays *s) {
     int64_t seq = (int64_t)m->n * m->n;
     s->n_groups = n_sel;
@@ -222,7 +196,7 @@ static void fill_split(const maze_rows *m, const int64_t *order, int64_t n_sel, 
             to_tokens(m->a + row * seq, m->n, t, s->labels + ex * seq);
             s->pidx[ex] = (int32_t)ex;
         }
-        progress_update(p, g + 1);
+        trm_progress_update(p, g + 1);
     }
     s->pidx[s->n_ex] = (int32_t)s->n_ex;
     s->gidx[n_sel] = (int32_t)s->n_ex;
@@ -257,10 +231,11 @@ static int build_split(const trm_maze_build_opts *o, const char *tmp, const char
         return trm_errf(e, "%s: %" PRId64 " puzzles exceed the int32 indices of the dataset format", split,
                         n_sel * naug);
     }
-    progress p;
-    progress_start(&p, split, n_sel, o->progress);
+    trm_progress p;
+    trm_progress_start(&p, split, n_sel, o->progress);
     split_arrays s;
     fill_split(m, order, n_sel, naug, &p, &s);
+    trm_progress_finish(&p);
     int rc = write_split(tmp, split, m->n, &s, e);
     free_split(&s);
     free(order);
@@ -357,8 +332,8 @@ int trm_maze_gen(trm_maze_gen_opts *o, trm_err *e) {
                    .len = xmalloc(MAZE_GEN_BLOCK * sizeof(int)), .fail_at = INT64_MAX};
     char *csv = xmalloc(64 + (size_t)o->count * row_cap);
     size_t len = (size_t)sprintf(csv, "source,question,answer,rating\n");
-    progress p;
-    progress_start(&p, "maze-gen", o->count, o->progress);
+    trm_progress p;
+    trm_progress_start(&p, "maze-gen", o->count, o->progress);
     o->len_min = INT64_MAX, o->len_max = 0;
     double sum = 0;
     for (int64_t b0 = 0; b0 < o->count && b.fail_at == INT64_MAX; b0 += MAZE_GEN_BLOCK) {
@@ -373,9 +348,10 @@ int trm_maze_gen(trm_maze_gen_opts *o, trm_err *e) {
             o->len_max = plen > o->len_max ? plen : o->len_max;
             sum += plen;
         }
-        progress_update(&p, b1);
+        trm_progress_update(&p, b1);
         if (!b0) b0 = 16 - MAZE_GEN_BLOCK;
     }
+    trm_progress_finish(&p);
     o->seconds = trm_now_seconds() - p.t0;
     o->len_mean = sum / (double)o->count;
     int rc = b.fail_at < INT64_MAX ? (*e = b.err, -1) : trm_mkdirs_for(o->out, e);
@@ -388,15 +364,6 @@ int trm_maze_gen(trm_maze_gen_opts *o, trm_err *e) {
 }
 
 /* ---- command line ------------------------------------------------------------------ */
-
-static int parse_i64(const char *opt, const char *v, int64_t *out, trm_err *e) {
-    char *end;
-    if (!v) return trm_errf(e, "%s needs a value", opt);
-    long long x = strtoll(v, &end, 10);
-    if (*end || end == v) return trm_errf(e, "%s: expected an integer, got '%s'", opt, v);
-    *out = x;
-    return 0;
-}
 
 static int is_opt(const char *w, const char *const *names) {
     for (; *names; names++)
@@ -418,7 +385,7 @@ int trm_data_maze(int argc, char **argv, trm_err *e) {
         } else if (!strcmp(w, "--force")) {
             o.force = 1;
         } else if (is_opt(w, ints)) {
-            if (parse_i64(w, v, &x, e)) return -1;
+            if (trm_parse_i64(w, v, &x, e)) return -1;
             i++;
             if (!strcmp(w, "--seed")) o.seed = (uint64_t)x;
             else if (x < 1) return trm_errf(e, "--subsample-size must be >= 1");
@@ -445,7 +412,7 @@ int trm_data_maze_gen(int argc, char **argv, trm_err *e) {
         } else if (!strcmp(w, "--force")) {
             o.force = 1;
         } else if (is_opt(w, ints)) {
-            if (parse_i64(w, v, &x, e)) return -1;
+            if (trm_parse_i64(w, v, &x, e)) return -1;
             i++;
             if (!strcmp(w, "--count")) o.count = x;
             else if (!strcmp(w, "--seed")) o.seed = (uint64_t)x;

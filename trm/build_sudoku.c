@@ -8,36 +8,11 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "dataset_writer.h"
+#include "progress.h"
 #include "rng.h"
 #include "sudoku.h"
-
-/* ---- progress on stderr: only for builds that last, a few lines per second at most ---- */
-
-typedef struct {
-    const char *what;
-    int enabled, printed, tty;
-    double t0, last;
-} progress;
-
-static void progress_init(progress *p, const char *what, int enabled) {
-    p->what = what, p->enabled = enabled, p->printed = 0, p->tty = isatty(2);
-    p->t0 = p->last = trm_now_seconds();
-}
-
-static void progress_tick(progress *p, int64_t done, int64_t total) {
-    if (!p->enabled) return;
-    double now = trm_now_seconds(), interval = p->tty ? 0.3 : 2.0;
-    if (done < total && (now - p->t0 < 1.0 || now - p->last < interval)) return;
-    if (done >= total && !p->printed) return;
-    double rate = done / (now - p->t0 > 1e-9 ? now - p->t0 : 1e-9);
-    double eta = rate > 0 ? (double)(total - done) / rate : 0;
-    fprintf(stderr, "%s: %" PRId64 "/%" PRId64 " puzzles, %.0f/s, ETA %.0fs%s", p->what, done, total, rate, eta,
-            p->tty && done < total ? "\r" : "\n");
-    p->last = now, p->printed = 1;
-}
 
 /* ---- CSV ---- */
 
@@ -210,9 +185,9 @@ static int write_split(const char *dir, const char *split, const trm_sudoku_rows
     int32_t *inputs = xmalloc(sizeof(int32_t) * (size_t)n_ex * 81), *labels = xmalloc(sizeof(int32_t) * (size_t)n_ex * 81);
     int32_t *pid = xcalloc((size_t)n_ex, sizeof(int32_t)), *pidx = xmalloc(sizeof(int32_t) * (size_t)(n_ex + 1));
     int32_t *gidx = xmalloc(sizeof(int32_t) * (size_t)(rows->n + 1));
-    progress pr;
+    trm_progress pr;
     char *label = per > 1 ? xasprintf("%s (1+%" PRId64 " copies each)", split, num_aug) : xstrdup(split);
-    progress_init(&pr, label, show_progress);
+    trm_progress_start(&pr, label, rows->n, show_progress);
     pidx[0] = 0, gidx[0] = 0;
     for (int64_t g = 0; g < rows->n; g++) {
         const uint8_t *q0 = rows->q + g * 81, *a0 = rows->a + g * 81;
@@ -226,8 +201,9 @@ static int write_split(const char *dir, const char *split, const trm_sudoku_rows
             pidx[ex + 1] = (int32_t)(ex + 1);
         }
         gidx[g + 1] = (int32_t)((g + 1) * per);
-        progress_tick(&pr, g + 1, rows->n);
+        trm_progress_update(&pr, g + 1);
     }
+    trm_progress_finish(&pr);
     free(label);
     char *sets[1] = {"all"};
     trm_dataset_meta meta = {.pad_id = 0, .has_ignore_label = 1, .ignore_label_id = 0, .blank_identifier_id = 0,
@@ -294,8 +270,8 @@ int trm_sudoku_gen_csv(const trm_sudoku_gen_cli_opts *o, trm_err *e) {
     size_t line_max = 8 + 82 + 82 + 24, cap = (size_t)o->count * line_max + 64, len = 0;
     char *buf = xmalloc(cap);
     len += (size_t)snprintf(buf, cap, "source,question,answer,rating\n");
-    progress pr;
-    progress_init(&pr, "sudoku-gen", o->progress);
+    trm_progress pr;
+    trm_progress_start(&pr, "sudoku-gen", o->count, o->progress);
     int rc = 0;
     for (int64_t i = 0; i < o->count && rc == 0; i++) {
         uint8_t q[81], a[81];
@@ -310,8 +286,9 @@ int trm_sudoku_gen_csv(const trm_sudoku_gen_cli_opts *o, trm_err *e) {
         grid_chars(q, qs, '.');
         grid_chars(a, as, '0');
         len += (size_t)snprintf(buf + len, cap - len, "trm-gen,%s,%s,%" PRIu64 "\n", qs, as, rating);
-        progress_tick(&pr, i + 1, o->count);
+        trm_progress_update(&pr, i + 1);
     }
+    trm_progress_finish(&pr);
     if (!rc) rc = trm_mkdirs_for(o->out, e);
     if (!rc) rc = trm_write_file_atomic(o->out, buf, len, e);
     free(buf);
@@ -319,16 +296,6 @@ int trm_sudoku_gen_csv(const trm_sudoku_gen_cli_opts *o, trm_err *e) {
 }
 
 /* ---- command line ---- */
-
-static int opt_i64(const char *opt, const char *v, int64_t *out, trm_err *e) {
-    char *end;
-    if (!v) return trm_errf(e, "%s needs a value", opt);
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (*end || end == v || errno) return trm_errf(e, "%s: expected an integer, got '%s'", opt, v);
-    *out = x;
-    return 0;
-}
 
 int trm_data_sudoku(int argc, char **argv, trm_err *e) {
     trm_sudoku_opts o = {.csv_dir = NULL, .out = NULL, .subsample_size = -1, .num_aug = 0, .seed = 0, .progress = 1};
@@ -344,7 +311,7 @@ int trm_data_sudoku(int argc, char **argv, trm_err *e) {
             o.force = 1;
         } else if (!strcmp(w, "--subsample-size") || !strcmp(w, "--num-aug") || !strcmp(w, "--min-difficulty") ||
                    !strcmp(w, "--seed")) {
-            if (opt_i64(w, v, &x, e)) return -1;
+            if (trm_parse_i64(w, v, &x, e)) return -1;
             i++;
             if (!strcmp(w, "--subsample-size")) {
                 if (x < 0) return trm_errf(e, "--subsample-size must be >= 0");
@@ -376,7 +343,7 @@ int trm_data_sudoku_gen(int argc, char **argv, trm_err *e) {
             o.force = 1;
         } else if (!strcmp(w, "--count") || !strcmp(w, "--seed") || !strcmp(w, "--min-clues") ||
                    !strcmp(w, "--max-clues") || !strcmp(w, "--min-rating")) {
-            if (opt_i64(w, v, &x, e)) return -1;
+            if (trm_parse_i64(w, v, &x, e)) return -1;
             i++;
             if (!strcmp(w, "--count")) o.count = x;
             else if (!strcmp(w, "--seed")) o.seed = (uint64_t)x;

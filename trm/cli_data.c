@@ -8,15 +8,6 @@
 #include "build_sudoku4.h"
 #include "commands.h"
 
-static int parse_i64(const char *opt, const char *v, int64_t *out, trm_err *e) {
-    char *end;
-    if (!v) return trm_errf(e, "%s needs a value", opt);
-    long long x = strtoll(v, &end, 10);
-    if (*end || end == v) return trm_errf(e, "%s: expected an integer, got '%s'", opt, v);
-    *out = x;
-    return 0;
-}
-
 static int data_sudoku4(int argc, char **argv, trm_err *e) {
     trm_sudoku4_opts o = {.out = NULL, .n_train = 2000, .n_test = 500, .min_clues = 6, .max_clues = 9, .seed = 0};
     for (int i = 0; i < argc; i++) {
@@ -29,7 +20,7 @@ static int data_sudoku4(int argc, char **argv, trm_err *e) {
             o.force = 1;
         } else if (!strcmp(w, "--train") || !strcmp(w, "--test") || !strcmp(w, "--min-clues") ||
                    !strcmp(w, "--max-clues") || !strcmp(w, "--seed")) {
-            if (parse_i64(w, v, &x, e)) return -1;
+            if (trm_parse_i64(w, v, &x, e)) return -1;
             i++;
             if (!strcmp(w, "--train")) o.n_train = x;
             else if (!strcmp(w, "--test")) o.n_test = x;

@@ -258,6 +258,16 @@ int trm_rename(const char *from, const char *to, trm_err *e) {
     return 0;
 }
 
+int trm_parse_i64(const char *opt, const char *value, int64_t *out, trm_err *e) {
+    if (!value) return trm_errf(e, "%s needs a value", opt);
+    char *end;
+    errno = 0;
+    long long x = strtoll(value, &end, 10);
+    if (*end || end == value || errno) return trm_errf(e, "%s: expected an integer, got '%s'", opt, value);
+    *out = (int64_t)x;
+    return 0;
+}
+
 uint64_t trm_host_memory_bytes(void) {
 #if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
     long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);

@@ -61,4 +61,8 @@ int trm_remove_tree(const char *path, trm_err *e);
 /* rename(2) with an error message. */
 int trm_rename(const char *from, const char *to, trm_err *e);
 
+/* Parses the decimal integer value of command-line option `opt` (value NULL: the option
+ * was last on the line). The whole value must be a number that fits in int64_t. */
+int trm_parse_i64(const char *opt, const char *value, int64_t *out, trm_err *e);
+
 #endif
