@@ -324,29 +324,12 @@ static int close_file(FILE *f, const char *path, int rc, trm_err *e) {
 
 static int write_meta(const char *sdir, int64_t nids_total, int64_t groups, int64_t puzzles, int64_t examples,
                       trm_err *e) {
-    json_buf b;
-    json_buf_init(&b);
-    json_obj_begin(&b);
-    json_kv_int(&b, "pad_id", 0);
-    json_kv_int(&b, "ignore_label_id", 0);
-    json_kv_int(&b, "blank_identifier_id", 0);
-    json_kv_int(&b, "vocab_size", 12);
-    json_kv_int(&b, "seq_len", ARC_SEQ_LEN);
-    json_kv_int(&b, "num_puzzle_identifiers", nids_total);
-    json_kv_int(&b, "total_groups", groups);
-    json_kv_double(&b, "mean_puzzle_examples", puzzles ? (double)examples / (double)puzzles : 0.0);
-    json_kv_int(&b, "total_puzzles", puzzles);
-    json_key(&b, "sets");
-    json_arr_begin(&b);
-    json_str(&b, "all");
-    json_arr_end(&b);
-    json_obj_end(&b);
-    json_raw(&b, "\n");
-    char *path = trm_path_join(sdir, "dataset.json");
-    int rc = trm_write_file_atomic(path, b.data, b.len, e);
-    free(path);
-    json_buf_free(&b);
-    return rc;
+    trm_dataset_meta m = {.pad_id = 0, .has_ignore_label = 1, .ignore_label_id = 0, .blank_identifier_id = 0,
+                          .vocab_size = 12, .seq_len = ARC_SEQ_LEN, .num_puzzle_identifiers = nids_total,
+                          .total_groups = groups, .total_puzzles = puzzles,
+                          .mean_puzzle_examples = puzzles ? (double)examples / (double)puzzles : 0.0};
+    static const char *const sets[1] = {"all"};
+    return trm_dw_write_metadata(sdir, &m, sets, 1, e);
 }
 
 static int write_index(const char *sdir, const char *field, const int32_t *v, int64_t n, trm_err *e) {

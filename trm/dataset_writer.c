@@ -43,6 +43,34 @@ static int write_arr(const char *dir, const char *set, const char *field, int nd
     return rc;
 }
 
+int trm_dw_write_metadata(const char *split_dir, const trm_dataset_meta *meta, const char *const *sets, int nsets,
+                          trm_err *e) {
+    json_buf b;
+    json_buf_init(&b);
+    json_obj_begin(&b);
+    json_kv_int(&b, "pad_id", meta->pad_id);
+    if (meta->has_ignore_label) json_kv_int(&b, "ignore_label_id", meta->ignore_label_id);
+    else json_key(&b, "ignore_label_id"), json_null(&b);
+    json_kv_int(&b, "blank_identifier_id", meta->blank_identifier_id);
+    json_kv_int(&b, "vocab_size", meta->vocab_size);
+    json_kv_int(&b, "seq_len", meta->seq_len);
+    json_kv_int(&b, "num_puzzle_identifiers", meta->num_puzzle_identifiers);
+    json_kv_int(&b, "total_groups", meta->total_groups);
+    json_kv_double(&b, "mean_puzzle_examples", meta->mean_puzzle_examples);
+    json_kv_int(&b, "total_puzzles", meta->total_puzzles);
+    json_key(&b, "sets");
+    json_arr_begin(&b);
+    for (int i = 0; i < nsets; i++) json_str(&b, sets[i]);
+    json_arr_end(&b);
+    json_obj_end(&b);
+    json_raw(&b, "\n");
+    char *path = trm_path_join(split_dir, "dataset.json");
+    int rc = trm_write_file_atomic(path, b.data, b.len, e);
+    free(path);
+    json_buf_free(&b);
+    return rc;
+}
+
 int trm_dw_write_split(const char *dir, const char *split, const trm_dataset_meta *meta,
                        const trm_dw_set *sets, int nsets, trm_err *e) {
     char *sdir = trm_path_join(dir, split);
@@ -62,31 +90,16 @@ int trm_dw_write_split(const char *dir, const char *split, const trm_dataset_met
         examples += s->n_examples;
     }
     if (rc == 0) {
-        json_buf b;
-        json_buf_init(&b);
-        json_obj_begin(&b);
-        json_kv_int(&b, "pad_id", meta->pad_id);
-        if (meta->has_ignore_label) json_kv_int(&b, "ignore_label_id", meta->ignore_label_id);
-        else json_key(&b, "ignore_label_id"), json_null(&b);
-        json_kv_int(&b, "blank_identifier_id", meta->blank_identifier_id);
-        json_kv_int(&b, "vocab_size", meta->vocab_size);
-        json_kv_int(&b, "seq_len", meta->seq_len);
-        json_kv_int(&b, "num_puzzle_identifiers", meta->num_puzzle_identifiers);
-        int given = meta->total_groups > 0;
-        json_kv_int(&b, "total_groups", given ? meta->total_groups : groups);
-        json_kv_double(&b, "mean_puzzle_examples",
-                       given ? meta->mean_puzzle_examples : puzzles ? (double)examples / (double)puzzles : 0.0);
-        json_kv_int(&b, "total_puzzles", given ? meta->total_puzzles : puzzles);
-        json_key(&b, "sets");
-        json_arr_begin(&b);
-        for (int i = 0; i < nsets; i++) json_str(&b, sets[i].name);
-        json_arr_end(&b);
-        json_obj_end(&b);
-        json_raw(&b, "\n");
-        char *path = trm_path_join(sdir, "dataset.json");
-        rc = trm_write_file_atomic(path, b.data, b.len, e);
-        free(path);
-        json_buf_free(&b);
+        trm_dataset_meta m = *meta;
+        if (m.total_groups <= 0) {
+            m.total_groups = groups;
+            m.total_puzzles = puzzles;
+            m.mean_puzzle_examples = puzzles ? (double)examples / (double)puzzles : 0.0;
+        }
+        const char **names = xcalloc((size_t)nsets + 1, sizeof *names);
+        for (int i = 0; i < nsets; i++) names[i] = sets[i].name;
+        rc = trm_dw_write_metadata(sdir, &m, names, nsets, e);
+        free(names);
     }
     free(sdir);
     return rc;

@@ -27,6 +27,10 @@ int trm_dw_begin(const char *out, int force, char **tmpdir, trm_err *e);
  * 1 + num_aug puzzles; matching that keeps the files interchangeable). */
 int trm_dw_write_split(const char *dir, const char *split, const trm_dataset_meta *meta,
                        const trm_dw_set *sets, int nsets, trm_err *e);
+/* split_dir/dataset.json with every field of meta as given (builders that stream their
+ * arrays fill the totals themselves). */
+int trm_dw_write_metadata(const char *split_dir, const trm_dataset_meta *meta, const char *const *sets, int nsets,
+                          trm_err *e);
 /* identifiers.json: a JSON list of names (index = id). */
 int trm_dw_write_identifiers(const char *dir, const char *const *names, int n, trm_err *e);
 /* Renames tmpdir to OUT (replacing OUT when force). */
