@@ -18,16 +18,16 @@ common=(cfg=tiny "data_paths=[data]" checkpoint_path=run epochs=2 eval_interval=
 ckpt=run/step_16.safetensors
 [ -f run/step_16_preds.npy ] && [ -f run/step_16_preds_q_halt.npy ] || fail "eval_save_outputs wrote no predictions"
 [ -f "$ckpt" ] && [ -f run/config.yaml ] && [ -f run/metrics.jsonl ] || fail "run directory contents"
-grep -q '"kind": "train"' run/metrics.jsonl || fail "no train metrics"
+grep -q '"kind":"train"' run/metrics.jsonl || fail "no train metrics"
 grep -q "hidden_size: 32" run/config.yaml || fail "config.yaml is not the resolved config"
 "$TRM" inspect "$ckpt" > inspect.txt || fail "inspect checkpoint"
 grep -q "inner.lm_head.weight" inspect.txt || fail "inspect lists no lm_head"
 
 "$TRM" generate --checkpoint "$ckpt" --data data --json > gen.json || fail "generate --json"
-last_eval=$(grep '"kind": "eval"' run/metrics.jsonl | tail -1)
+last_eval=$(grep '"kind":"eval"' run/metrics.jsonl | tail -1)
 for key in all/accuracy all/exact_accuracy all/lm_loss all/q_halt_loss all/steps all/q_halt_accuracy; do
-  a=$(grep -o "\"$key\": [^,}]*" <<<"$last_eval")
-  b=$(grep -o "\"$key\": [^,}]*" gen.json)
+  a=$(grep -o "\"$key\":[^,}]*" <<<"$last_eval")
+  b=$(grep -o "\"$key\":[^,}]*" gen.json)
   [ -n "$a" ] && [ "$a" = "$b" ] || fail "generate does not reproduce $key: train '$a' vs generate '$b'"
 done
 

@@ -17,14 +17,14 @@ rm -rf "$TMP" && mkdir -p "$TMP" && cd "$TMP" || exit 1
 ckpt=$(ls run/step_*.safetensors | head -1)
 step=${ckpt##*step_}; step=${step%.safetensors}
 for k in 1 2 5 10 100 1000; do
-  grep -q "\"ARC/pass@$k\": " run/metrics.jsonl || fail "ARC/pass@$k missing from metrics.jsonl"
+  grep -q "\"ARC/pass@$k\":" run/metrics.jsonl || fail "ARC/pass@$k missing from metrics.jsonl"
 done
 [ -s "run/evaluator_ARC_step_$step/submission.json" ] || fail "no submission.json for step $step"
 grep -q '"attempt_1"' "run/evaluator_ARC_step_$step/submission.json" || fail "submission has no attempts"
 
 "$TRM" generate --checkpoint "$ckpt" --data data --json > gen.json 2>gen.err || { cat gen.err; fail "generate"; }
-want=$(grep -o '"ARC/pass@1": [^,}]*' run/metrics.jsonl | tail -1)
-got=$(grep -o '"ARC/pass@1": [^,}]*' gen.json)
+want=$(grep -o '"ARC/pass@1":[^,}]*' run/metrics.jsonl | tail -1)
+got=$(grep -o '"ARC/pass@1":[^,}]*' gen.json)
 [ -n "$got" ] && [ "$want" = "$got" ] || fail "generate's ARC/pass@1 '$got' differs from training's '$want'"
 [ -s run/evaluator_ARC_generate_test/submission.json ] || fail "generate wrote no submission.json"
 

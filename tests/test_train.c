@@ -87,10 +87,10 @@ START_TEST(resume_is_bit_exact) {
     size_t len;
     char *text = trm_read_file(mj, &len, &e);
     ck_assert_msg(text != NULL, "%s", e.msg);
-    ck_assert_ptr_nonnull(strstr(text, "\"kind\": \"train\""));
+    ck_assert_ptr_nonnull(strstr(text, "\"kind\":\"train\""));
     ck_assert_ptr_nonnull(strstr(text, "\"train/lm_loss\""));
     ck_assert_ptr_nonnull(strstr(text, "\"train/lr\""));
-    ck_assert_ptr_nonnull(strstr(text, "\"kind\": \"eval\""));
+    ck_assert_ptr_nonnull(strstr(text, "\"kind\":\"eval\""));
     ck_assert_ptr_nonnull(strstr(text, "\"all/exact_accuracy\""));
     free(text);
     free(cy); free(mj); free(mid); free(fa); free(fb); free(a); free(b);

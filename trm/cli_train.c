@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "device.h"
 #include "evaluators.h"
+#include "json.h"
 #include "npy.h"
 #include "safetensors.h"
 #include "train.h"
@@ -377,29 +378,29 @@ static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
             free(o.q_halt);
             goto out;
         }
-        if (a->json) printf("{");
-        int first = 1;
+        json_buf jb; /* the same formatting as metrics.jsonl, so values compare exactly */
+        json_buf_init(&jb);
+        json_obj_begin(&jb);
         for (int s = 0; s < r.nsets; s++) {
             if (!a->json) printf("[%s]", r.names[s]);
             for (int k = 0; k < TRM_NMETRICS; k++) {
                 if (k == TRM_M_Q_CONTINUE_LOSS) continue; /* no target exists in evaluation */
                 double val = k == TRM_M_COUNT ? r.sums[s][k] : trm_eval_metric(&r, s, k);
-                if (a->json)
-                    printf(isfinite(val) ? "%s\"%s/%s\": %.9g" : "%s\"%s/%s\": null", first ? "" : ", ", r.names[s],
-                           trm_metric_names[k], val);
-                else
-                    printf("  %s %.6g", trm_metric_names[k], val);
-                first = 0;
+                char key[128];
+                snprintf(key, sizeof key, "%s/%s", r.names[s], trm_metric_names[k]);
+                json_kv_double(&jb, key, val);
+                if (!a->json) printf("  %s %.6g", trm_metric_names[k], val);
             }
             if (!a->json) printf("\n");
         }
         for (int i = 0; i < em.n; i++) {
-            if (a->json) printf("%s\"%s\": %.9g", first ? "" : ", ", em.names[i], em.values[i]);
-            else printf("%s %s %.6g", i ? "" : "[evaluators]", em.names[i], em.values[i]);
-            first = 0;
+            json_kv_double(&jb, em.names[i], em.values[i]);
+            if (!a->json) printf("%s %s %.6g", i ? "" : "[evaluators]", em.names[i], em.values[i]);
         }
         if (em.n && !a->json) printf("\n");
-        if (a->json) printf("}\n");
+        json_obj_end(&jb);
+        if (a->json) printf("%s\n", jb.data);
+        json_buf_free(&jb);
         trm_eval_result_free(&r);
         int orc = a->output ? trm_save_eval_outputs(a->output, &o, m.S, e) : 0;
         free(o.preds);

@@ -14,6 +14,7 @@
 #include "npy.h"
 #include "device.h"
 #include "evaluators.h"
+#include "json.h"
 #include "rng.h"
 #include "signals.h"
 
@@ -215,11 +216,20 @@ typedef struct {
     double lr;
 } trainer;
 
-static void json_kv(FILE *f, const char *k, double v) {
-    if (isfinite(v))
-        fprintf(f, ", \"%s\": %.9g", k, v);
-    else
-        fprintf(f, ", \"%s\": null", k);
+/* One metrics.jsonl record: {"step": N, "kind": KIND, ...}. */
+static void record_begin(json_buf *b, int64_t step, const char *kind) {
+    json_buf_init(b);
+    json_obj_begin(b);
+    json_kv_int(b, "step", step);
+    json_kv_str(b, "kind", kind);
+}
+
+static void record_end(trainer *t, json_buf *b) {
+    json_obj_end(b);
+    json_raw(b, "\n");
+    fputs(b->data, t->metrics);
+    fflush(t->metrics);
+    json_buf_free(b);
 }
 
 static void log_train(trainer *t) {
@@ -228,16 +238,16 @@ static void log_train(trainer *t) {
     double v[TRM_NMETRICS];
     for (int k = 0; k < TRM_NMETRICS; k++)
         v[k] = is_loss(k) ? t->acc[k] / ((double)gbs * t->acc_steps) : t->acc[k] / count;
-    fprintf(t->metrics, "{\"step\": %" PRId64 ", \"kind\": \"train\"", t->step);
+    json_buf rec;
+    record_begin(&rec, t->step, "train");
     for (int k = 0; k < TRM_NMETRICS; k++) {
         if (k == TRM_M_COUNT || (k == TRM_M_Q_CONTINUE_LOSS && t->m.cfg.no_ACT_continue)) continue;
         char key[64];
         snprintf(key, sizeof key, "train/%s", trm_metric_names[k]);
-        json_kv(t->metrics, key, v[k]);
+        json_kv_double(&rec, key, v[k]);
     }
-    json_kv(t->metrics, "train/lr", t->lr);
-    fprintf(t->metrics, "}\n");
-    fflush(t->metrics);
+    json_kv_double(&rec, "train/lr", t->lr);
+    record_end(t, &rec);
 
     double now = trm_now_seconds();
     double rate = (double)(t->step - t->step_last_log) * (double)gbs / (now - t->t_last_log + 1e-9);
@@ -315,7 +325,8 @@ static int run_eval(trainer *t, trm_err *e) {
         }
     }
     if (t->tty) fputc('\n', stdout);
-    fprintf(t->metrics, "{\"step\": %" PRId64 ", \"kind\": \"eval\"", t->step);
+    json_buf rec;
+    record_begin(&rec, t->step, "eval");
     for (int s = 0; s < r.nsets; s++) {
         printf("eval step %" PRId64 " [%s]", t->step, r.names[s]);
         for (int k = 1; k < TRM_NMETRICS; k++) {
@@ -323,22 +334,21 @@ static int run_eval(trainer *t, trm_err *e) {
             char key[128];
             snprintf(key, sizeof key, "%s/%s", r.names[s], trm_metric_names[k]);
             double v = trm_eval_metric(&r, s, k);
-            json_kv(t->metrics, key, v);
+            json_kv_double(&rec, key, v);
             printf("  %s %.4f", trm_metric_names[k], v);
         }
         char key[128];
         snprintf(key, sizeof key, "%s/count", r.names[s]);
-        json_kv(t->metrics, key, r.sums[s][TRM_M_COUNT]);
+        json_kv_double(&rec, key, r.sums[s][TRM_M_COUNT]);
         printf("\n");
     }
     if (em.n) printf("eval step %" PRId64 " [evaluators]", t->step);
     for (int i = 0; i < em.n; i++) {
-        json_kv(t->metrics, em.names[i], em.values[i]);
+        json_kv_double(&rec, em.names[i], em.values[i]);
         printf("  %s %.4f", em.names[i], em.values[i]);
     }
     if (em.n) printf("\n");
-    fprintf(t->metrics, "}\n");
-    fflush(t->metrics);
+    record_end(t, &rec);
     fflush(stdout);
     trm_eval_result_free(&r);
     return 0;
