@@ -453,12 +453,7 @@ static int write_test_puzzles(const arc_ctx *c, const char *dir, trm_err *e) {
         json_obj_end(&b);
     }
     json_obj_end(&b);
-    json_raw(&b, "\n");
-    char *path = trm_path_join(dir, "test_puzzles.json");
-    int rc = trm_write_file_atomic(path, b.data, b.len, e);
-    free(path);
-    json_buf_free(&b);
-    return rc;
+    return trm_dw_write_json(dir, "test_puzzles.json", &b, e);
 }
 
 static int write_identifiers(const arc_ctx *c, const char *dir, trm_err *e) {

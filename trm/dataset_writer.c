@@ -43,6 +43,15 @@ static int write_arr(const char *dir, const char *set, const char *field, int nd
     return rc;
 }
 
+int trm_dw_write_json(const char *dir, const char *name, json_buf *b, trm_err *e) {
+    json_raw(b, "\n");
+    char *path = trm_path_join(dir, name);
+    int rc = trm_write_file_atomic(path, b->data, b->len, e);
+    free(path);
+    json_buf_free(b);
+    return rc;
+}
+
 int trm_dw_write_metadata(const char *split_dir, const trm_dataset_meta *meta, const char *const *sets, int nsets,
                           trm_err *e) {
     json_buf b;
@@ -63,12 +72,7 @@ int trm_dw_write_metadata(const char *split_dir, const trm_dataset_meta *meta, c
     for (int i = 0; i < nsets; i++) json_str(&b, sets[i]);
     json_arr_end(&b);
     json_obj_end(&b);
-    json_raw(&b, "\n");
-    char *path = trm_path_join(split_dir, "dataset.json");
-    int rc = trm_write_file_atomic(path, b.data, b.len, e);
-    free(path);
-    json_buf_free(&b);
-    return rc;
+    return trm_dw_write_json(split_dir, "dataset.json", &b, e);
 }
 
 int trm_dw_write_split(const char *dir, const char *split, const trm_dataset_meta *meta,
@@ -111,12 +115,7 @@ int trm_dw_write_identifiers(const char *dir, const char *const *names, int n, t
     json_arr_begin(&b);
     for (int i = 0; i < n; i++) json_str(&b, names[i]);
     json_arr_end(&b);
-    json_raw(&b, "\n");
-    char *path = trm_path_join(dir, "identifiers.json");
-    int rc = trm_write_file_atomic(path, b.data, b.len, e);
-    free(path);
-    json_buf_free(&b);
-    return rc;
+    return trm_dw_write_json(dir, "identifiers.json", &b, e);
 }
 
 int trm_dw_commit(const char *tmpdir, const char *out_, int force, trm_err *e) {

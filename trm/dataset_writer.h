@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "dataset.h"
+#include "json.h"
 
 typedef struct {
     const char *name;                 /* set name, e.g. "all" */
@@ -31,6 +32,8 @@ int trm_dw_write_split(const char *dir, const char *split, const trm_dataset_met
  * arrays fill the totals themselves). */
 int trm_dw_write_metadata(const char *split_dir, const trm_dataset_meta *meta, const char *const *sets, int nsets,
                           trm_err *e);
+/* Writes dir/name from a JSON buffer (newline added, atomic) and frees the buffer. */
+int trm_dw_write_json(const char *dir, const char *name, json_buf *b, trm_err *e);
 /* identifiers.json: a JSON list of names (index = id). */
 int trm_dw_write_identifiers(const char *dir, const char *const *names, int n, trm_err *e);
 /* Renames tmpdir to OUT (replacing OUT when force). */
