@@ -28,7 +28,7 @@ grep -q "already exists" err.txt || fail "no 'already exists' message"
 "$TRM" pretrain cfg=maze "data_paths=[data]" checkpoint_path=run global_batch_size=16 epochs=2 eval_interval=1 \
   arch.hidden_size=32 arch.num_heads=2 arch.H_cycles=1 arch.L_cycles=1 arch.halt_max_steps=2 \
   arch.forward_dtype=float32 > train.txt 2>&1 || { cat train.txt; fail "pretrain on the maze dataset"; }
-grep -q '"kind": "eval"' run/metrics.jsonl || fail "no eval metrics"
+grep -q '"kind":"eval"' run/metrics.jsonl || fail "no eval metrics"
 ls run/step_*.safetensors > /dev/null 2>&1 || fail "no checkpoint"
 
 mkdir -p bad && head -3 csv/train.csv > bad/train.csv && cp csv/test.csv bad/

@@ -36,7 +36,7 @@ grep -q "already exists" err.txt || fail "no 'already exists' message"
   arch.hidden_size=32 arch.num_heads=2 arch.H_cycles=1 arch.L_cycles=1 arch.halt_max_steps=2 \
   arch.forward_dtype=float32 checkpoint_path=run > train.txt 2>&1 || { cat train.txt; fail "pretrain on the dataset"; }
 [ -f run/step_5.safetensors ] || { cat train.txt; fail "expected a checkpoint after 5 steps (40 groups x 2 epochs / 16)"; }
-grep -q '"kind": "eval"' run/metrics.jsonl || fail "no eval metrics"
+grep -q '"kind":"eval"' run/metrics.jsonl || fail "no eval metrics"
 
 # a bad row: the error names the file and line, exit status 1, nothing written
 mkdir -p bad && cp csv/test.csv bad/test.csv
