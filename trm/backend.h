@@ -18,6 +18,12 @@ typedef struct {
     int unified_memory; /* host and device share memory */
 } trm_caps;
 
+/* The capabilities of every backend trm knows, compiled in or not (mps: the Metal-style
+ * backend to come). The registry and the policy (device.c) both take them from here. */
+#define TRM_CAPS_CPU {.compile = 0, .distributed = 0, .bf16 = 0, .unified_memory = 1}
+#define TRM_CAPS_CUDA {.compile = 1, .distributed = 1, .bf16 = 1, .unified_memory = 0}
+#define TRM_CAPS_MPS {.compile = 0, .distributed = 0, .bf16 = 0, .unified_memory = 1}
+
 /* Metrics accumulated by the loss head, in this order (sums over the batch). */
 enum {
     TRM_M_COUNT,
@@ -164,6 +170,8 @@ typedef struct {
 } trm_backend_entry;
 
 const trm_backend_entry *trm_backend_find(const char *name);
+/* Capabilities of a backend by name (cpu, cuda, mps), compiled in or not; NULL if unknown. */
+const trm_caps *trm_known_caps(const char *name);
 int trm_backend_count(void);
 const trm_backend_entry *trm_backend_at(int i);
 

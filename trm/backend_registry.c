@@ -12,12 +12,11 @@ int trm_cpu_probe(char *desc, size_t desc_len);
  * Declare its create/probe here and add the row below the cpu row, e.g.
  *   trm_backend *trm_cuda_backend_create(int index, trm_err *e);
  *   int trm_cuda_probe(char *desc, size_t desc_len);
- * with caps {compile 1, distributed 1 (with MPI), bf16 1, unified_memory 0}. */
+ * with caps TRM_CAPS_CUDA. */
 #endif
 
 static const trm_backend_entry registry[] = {
-    {"cpu", {.compile = 0, .distributed = 0, .bf16 = 0, .unified_memory = 1},
-     trm_cpu_backend_create, trm_cpu_probe},
+    {"cpu", TRM_CAPS_CPU, trm_cpu_backend_create, trm_cpu_probe},
 #ifdef TRM_HAVE_CUDA
     /* {"cuda", {...}, trm_cuda_backend_create, trm_cuda_probe}, */
 #endif
@@ -34,5 +33,16 @@ const trm_backend_entry *trm_backend_find(const char *name) {
     if (!name) return NULL;
     for (int i = 0; i < trm_backend_count(); i++)
         if (strcmp(registry[i].name, name) == 0) return &registry[i];
+    return NULL;
+}
+
+static const struct {
+    const char *name;
+    trm_caps caps;
+} known[] = {{"cpu", TRM_CAPS_CPU}, {"cuda", TRM_CAPS_CUDA}, {"mps", TRM_CAPS_MPS}};
+
+const trm_caps *trm_known_caps(const char *name) {
+    for (size_t i = 0; name && i < sizeof known / sizeof known[0]; i++)
+        if (!strcmp(known[i].name, name)) return &known[i].caps;
     return NULL;
 }

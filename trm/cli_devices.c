@@ -26,6 +26,13 @@ int cmd_devices(int argc, char **argv, const trm_globals *g) {
         printf("        capabilities: compile %s, distributed %s, bf16 %s, unified memory %s\n",
                yn(be->caps.compile), yn(be->caps.distributed), yn(be->caps.bf16), yn(be->caps.unified_memory));
     }
+    static const char *const known[] = {"cpu", "cuda", "mps"};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        if (trm_backend_find(known[i])) continue;
+        const trm_caps *c = trm_known_caps(known[i]);
+        printf("not in this binary: %-5s (capabilities: compile %s, distributed %s, bf16 %s, unified memory %s)\n",
+               known[i], yn(c->compile), yn(c->distributed), yn(c->bf16), yn(c->unified_memory));
+    }
     trm_device_request req = {0};
     trm_device_choice dc;
     trm_err e;

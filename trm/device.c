@@ -56,17 +56,20 @@ int trm_device_choose(const char *spec, const trm_device_request *req, trm_devic
             return trm_errf(e, "device=%s: only %d %s device(s) present", spec, ndev, name);
         snprintf(out->why, sizeof out->why, "device=%s: %s (%s)", spec, name, desc);
     }
-    const trm_caps *c = &out->entry->caps;
+    return trm_device_policy(out->entry->name, &out->entry->caps, req, &out->compile, &out->bf16, warn, e);
+}
+
+int trm_device_policy(const char *name, const trm_caps *c, const trm_device_request *req, int *compile, int *bf16,
+                      FILE *warn, trm_err *e) {
     if (req->want_distributed && !c->distributed)
-        return trm_errf(e, "distributed training is not supported on the %s backend", out->entry->name);
-    out->compile = req->want_compile && c->compile;
+        return trm_errf(e, "distributed training is not supported on the %s backend; run one process, or use "
+                           "a backend that can all-reduce (cuda)", name);
+    *compile = req->want_compile && c->compile;
     if (req->want_compile && !c->compile && warn)
-        fprintf(warn, "trm: warning: compile=true is not supported on %s; running the plain op-by-op path\n",
-                out->entry->name);
-    out->bf16 = req->want_bf16 && c->bf16;
+        fprintf(warn, "trm: warning: compile=true is not supported on %s; running the plain op-by-op path\n", name);
+    *bf16 = req->want_bf16 && c->bf16;
     if (req->want_bf16 && !c->bf16 && warn)
-        fprintf(warn, "trm: warning: forward_dtype=bfloat16 is not supported on %s; computing in float32\n",
-                out->entry->name);
+        fprintf(warn, "trm: warning: forward_dtype=bfloat16 is not supported on %s; computing in float32\n", name);
     return 0;
 }
 

@@ -22,6 +22,10 @@ typedef struct {
 int trm_device_choose(const char *spec, const trm_device_request *req, trm_device_choice *out,
                       FILE *warn, trm_err *e);
 
+/* The capability policy on its own: distributed where unsupported is an error; compile and
+ * bf16 where unsupported are turned off with one warning line each on `warn`. */
+int trm_device_policy(const char *name, const trm_caps *caps, const trm_device_request *req, int *compile,
+                      int *bf16, FILE *warn, trm_err *e);
 /* Creates the chosen backend (use_bf16 set from the choice); wrapped in the op profiler
  * when the environment has TRM_PROFILE=1. */
 trm_backend *trm_device_open(const trm_device_choice *dc, trm_err *e);

@@ -1,0 +1,100 @@
+/* test_device.c — the device policy driven through the capability table, the mps row
+ * included (mps is not compiled into this binary): distributed is refused where a backend
+ * cannot all-reduce, compile and bf16 fall back with one warning each; and device= parsing
+ * with its errors naming the backends this binary has. */
+#include <check.h>
+#include <string.h>
+
+#include "check_main.h"
+#include "device.h"
+
+static int count_lines(FILE *f) {
+    rewind(f);
+    int n = 0, c;
+    while ((c = fgetc(f)) != EOF) n += c == '\n';
+    return n;
+}
+
+START_TEST(mps_row_is_the_metal_style_policy) {
+    const trm_caps *c = trm_known_caps("mps");
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->compile, 0);
+    ck_assert_int_eq(c->distributed, 0);
+    ck_assert_int_eq(c->bf16, 0);
+    ck_assert_int_eq(c->unified_memory, 1);
+    ck_assert_ptr_null(trm_known_caps("tpu"));
+    /* the registry's cpu row is the table's cpu row */
+    const trm_backend_entry *cpu = trm_backend_find("cpu");
+    ck_assert_ptr_nonnull(cpu);
+    ck_assert(memcmp(&cpu->caps, trm_known_caps("cpu"), sizeof cpu->caps) == 0);
+}
+END_TEST
+
+START_TEST(policy_for_every_row_and_request) {
+    const char *names[] = {"cpu", "cuda", "mps"};
+    for (int b = 0; b < 3; b++) {
+        const trm_caps *caps = trm_known_caps(names[b]);
+        ck_assert_ptr_nonnull(caps);
+        for (int r = 0; r < 8; r++) {
+            trm_device_request req = {.want_compile = r & 1, .want_bf16 = (r >> 1) & 1, .want_distributed = (r >> 2) & 1};
+            FILE *warn = tmpfile();
+            ck_assert_ptr_nonnull(warn);
+            int compile = -1, bf16 = -1;
+            trm_err e = {{0}};
+            int rc = trm_device_policy(names[b], caps, &req, &compile, &bf16, warn, &e);
+            if (req.want_distributed && !caps->distributed) {
+                ck_assert_int_eq(rc, -1);
+                ck_assert_ptr_nonnull(strstr(e.msg, "distributed training is not supported"));
+                ck_assert_ptr_nonnull(strstr(e.msg, names[b]));
+                ck_assert_int_eq(count_lines(warn), 0); /* refused before any other work */
+            } else {
+                ck_assert_int_eq(rc, 0);
+                ck_assert_int_eq(compile, req.want_compile && caps->compile);
+                ck_assert_int_eq(bf16, req.want_bf16 && caps->bf16);
+                int expect = (req.want_compile && !caps->compile) + (req.want_bf16 && !caps->bf16);
+                ck_assert_msg(count_lines(warn) == expect, "%s request %d: %d warnings, expected %d", names[b], r,
+                              count_lines(warn), expect);
+            }
+            fclose(warn);
+        }
+    }
+}
+END_TEST
+
+START_TEST(device_spec_errors_name_what_exists) {
+    trm_device_request req = {0};
+    trm_device_choice dc;
+    trm_err e = {{0}};
+    ck_assert_int_eq(trm_device_choose("mps", &req, &dc, NULL, &e), -1);
+    ck_assert_ptr_nonnull(strstr(e.msg, "no 'mps' backend"));
+    ck_assert_ptr_nonnull(strstr(e.msg, "cpu"));
+    if (!trm_backend_find("cuda")) {
+        ck_assert_int_eq(trm_device_choose("cuda:0", &req, &dc, NULL, &e), -1);
+        ck_assert_ptr_nonnull(strstr(e.msg, "no 'cuda' backend"));
+    }
+    ck_assert_int_eq(trm_device_choose("gpu", &req, &dc, NULL, &e), -1);
+    ck_assert_ptr_nonnull(strstr(e.msg, "expected auto, cpu, cuda, cuda:N or mps"));
+    ck_assert_int_eq(trm_device_choose("cpu:1", &req, &dc, NULL, &e), -1);
+    ck_assert_ptr_nonnull(strstr(e.msg, "only cuda takes an index"));
+    ck_assert_int_eq(trm_device_choose("cuda:x", &req, &dc, NULL, &e), -1);
+    ck_assert_int_eq(trm_device_choose("cpu", &req, &dc, NULL, &e), 0);
+    ck_assert_str_eq(dc.entry->name, "cpu");
+    ck_assert_int_eq(trm_device_choose("auto", &req, &dc, NULL, &e), 0);
+    ck_assert_ptr_nonnull(dc.entry);
+    ck_assert_ptr_nonnull(strstr(dc.why, "device=auto chose"));
+    /* distributed on the cpu backend is refused by device choice too */
+    trm_device_request dist = {.want_distributed = 1};
+    ck_assert_int_eq(trm_device_choose("cpu", &dist, &dc, NULL, &e), -1);
+    ck_assert_ptr_nonnull(strstr(e.msg, "distributed training is not supported on the cpu backend"));
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("device");
+    TCase *tc = tcase_create("policy");
+    tcase_add_test(tc, mps_row_is_the_metal_style_policy);
+    tcase_add_test(tc, policy_for_every_row_and_request);
+    tcase_add_test(tc, device_spec_errors_name_what_exists);
+    suite_add_tcase(s, tc);
+    return trm_run_suite(s);
+}
