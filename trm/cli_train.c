@@ -10,7 +10,6 @@
 #include "device.h"
 #include "evaluators.h"
 #include "json.h"
-#include "npy.h"
 #include "safetensors.h"
 #include "train.h"
 

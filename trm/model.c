@@ -455,7 +455,7 @@ static void mixer_attn_fwd(trm_model *m, const float *w, int l, trm_block_acts *
 
 /* dy1 (rows×D) → d_in written to `d_in`. Uses the backward work area. */
 static void mixer_attn_bwd(trm_model *m, int l, trm_block_acts *k, const float *dy1, float *d_in,
-                           float *w1, float *w2, float *big1, float *big2) {
+                           float *w1, float *big1, float *big2) {
     trm_backend *be = m->be;
     int R = m->B * m->T, D = m->D;
     const float *w = m->w;
@@ -466,7 +466,6 @@ static void mixer_attn_bwd(trm_model *m, int l, trm_block_acts *k, const float *
         be->rope_bwd(be, big1, m->rope_cos, m->rope_sin, m->B, m->T, m->H, m->hd);
     be->copy(be, d_in, w1, (size_t)R * D * sizeof(float));
     linear_bwd(be, d_in, G_(m, m->p_layer[l][0]), big1, k->in, P_(m, w, m->p_layer[l][0]), R, D, 3 * D, 1);
-    (void)w2;
 }
 
 static void mixer_mlpt_fwd(trm_model *m, const float *w, int l, trm_block_acts *k) {
@@ -526,7 +525,7 @@ static void block_bwd(trm_model *m, int l, trm_block_acts *k, float *d) {
     if (m->cfg.mlp_t)
         mixer_mlpt_bwd(m, l, k, dx2, d, w1, w2, big1, big2);
     else
-        mixer_attn_bwd(m, l, k, dx2, d, w1, w2, big1, big2);
+        mixer_attn_bwd(m, l, k, dx2, d, w1, big1, big2);
 }
 
 /* ---------------------------------------------------------------------------------------
