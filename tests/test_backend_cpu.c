@@ -654,7 +654,7 @@ static void embed_case(trm_backend *be, tr_rng *r, int B, int S, int P, int D, i
     pids[B - 1] = pids[0]; /* a repeated puzzle id */
     float *tok = frand(r, (size_t)V * D, -1, 1), *puz = frand(r, (size_t)nid * (ndim ? ndim : 1), -1, 1);
     float *pos = learned_pos ? frand(r, (size_t)T * D, -1, 1) : NULL;
-    emb_ctx c = {{B, S, P, D, tokens, tok, ndim ? pids : NULL, puz, ndim, pos, sqrtf((float)D)},
+    emb_ctx c = {{B, S, P, D, tokens, tok, ndim ? pids : NULL, puz, ndim, pos, sqrtf((float)D), V},
                  V, nid, dcopy(tok, (size_t)V * D), dcopy(puz, (size_t)nid * (ndim ? ndim : 1)),
                  pos ? dcopy(pos, (size_t)T * D) : NULL, NULL, NULL, 0};
     size_t no = (size_t)B * T * D;
@@ -726,7 +726,7 @@ START_TEST(test_embed_bwd_large) {
     for (int i = 0; i < B * S; i++) tok[i] = (int32_t)(tr_uniform(&r) * V);
     float *tw = frand(&r, (size_t)V * D, -1, 1), *dout = frand(&r, (size_t)B * T * D, -1, 1);
     float *dtok = fzeros((size_t)V * D);
-    trm_embed_args a = {B, S, P, D, tok, tw, NULL, NULL, 0, NULL, 8.0f};
+    trm_embed_args a = {B, S, P, D, tok, tw, NULL, NULL, 0, NULL, 8.0f, V};
     be->embed_bwd(be, dout, &a, dtok, NULL, NULL);
     double *want = calloc((size_t)V * D, sizeof(double));
     for (int b = 0; b < B; b++)
@@ -1041,23 +1041,24 @@ START_TEST(test_act_update) {
     enum { B = 4 };
     float q[B * 2] = {1.0f, 0.0f, -1.0f, -2.0f, 0.5f, 2.0f, -0.5f, 3.0f};
     uint8_t h[B];
+    const uint64_t one = 1;
     /* Evaluation: only the step limit halts. */
     int32_t st[B] = {0, 1, 2, 3};
-    be->act_update(be, B, st, h, q, 4, 0, 1, 0.0f, 1, 1);
+    be->act_update(be, B, st, h, q, 4, 0, 1, 0.0f, 1, &one);
     for (int b = 0; b < B; b++) {
         ck_assert_int_eq(st[b], b + 1);
         ck_assert_int_eq(h[b], b + 1 >= 4);
     }
     /* Training, no exploration, no_ACT_continue: q_halt > 0 or last. */
     int32_t st2[B] = {0, 1, 2, 3};
-    be->act_update(be, B, st2, h, q, 4, 1, 1, 0.0f, 1, 1);
+    be->act_update(be, B, st2, h, q, 4, 1, 1, 0.0f, 1, &one);
     ck_assert_int_eq(h[0], 1);
     ck_assert_int_eq(h[1], 0);
     ck_assert_int_eq(h[2], 1);
     ck_assert_int_eq(h[3], 1); /* last step, q_halt < 0 */
     /* With ACT continue: q_halt > q_continue. */
     int32_t st3[B] = {0, 1, 0, 0};
-    be->act_update(be, B, st3, h, q, 4, 1, 0, 0.0f, 1, 1);
+    be->act_update(be, B, st3, h, q, 4, 1, 0, 0.0f, 1, &one);
     ck_assert_int_eq(h[0], 1);
     ck_assert_int_eq(h[1], 1); /* −1 > −2 */
     ck_assert_int_eq(h[2], 0); /* 0.5 < 2 */
@@ -1072,8 +1073,8 @@ START_TEST(test_act_update) {
         qpos[b * 2 + 1] = 0.0f;
         st4[b] = b % MAX;
     }
-    uint64_t seed = 1234, step = 77;
-    be->act_update(be, NB, st4, h4, qpos, MAX, 1, 1, 1.0f, seed, step);
+    uint64_t seed = 1234, step = 77, step1 = 78;
+    be->act_update(be, NB, st4, h4, qpos, MAX, 1, 1, 1.0f, seed, &step);
     int seen[MAX + 2] = {0};
     for (int b = 0; b < NB; b++) {
         uint32_t rr[4];
@@ -1091,11 +1092,11 @@ START_TEST(test_act_update) {
     int32_t st6[NB];
     uint8_t h6[NB];
     for (int b = 0; b < NB; b++) st6[b] = b % MAX;
-    be->act_update(be, NB, st6, h6, qpos, MAX, 1, 1, 1.0f, seed, step + 1);
+    be->act_update(be, NB, st6, h6, qpos, MAX, 1, 1, 1.0f, seed, &step1);
     ck_assert(memcmp(h4, h6, NB) != 0);
     /* max = 1 in training: every sample halts after one step, q unused. */
     int32_t st5[B] = {0, 0, 0, 0};
-    be->act_update(be, B, st5, h, NULL, 1, 1, 1, 1.0f, seed, step);
+    be->act_update(be, B, st5, h, NULL, 1, 1, 1, 1.0f, seed, &step);
     for (int b = 0; b < B; b++) ck_assert_int_eq(h[b], 1);
     be->destroy(be);
 }

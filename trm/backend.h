@@ -67,6 +67,7 @@ typedef struct {
     int ndim;                 /* puzzle embedding width (0 = none); padded with zeros to P*D */
     const float *pos_w;       /* T*D learned positions, or NULL */
     float scale;              /* sqrt(D) */
+    int V;                    /* rows of tok_w (token ids outside [0, V) get no gradient) */
 } trm_embed_args;
 
 typedef struct trm_backend trm_backend;
@@ -138,10 +139,12 @@ struct trm_backend {
                       int32_t *steps, int32_t *cur_inputs, int32_t *cur_labels, int32_t *cur_pid,
                       const int32_t *new_inputs, const int32_t *new_labels, const int32_t *new_pid);
     /* steps += 1; halted = steps ≥ max; in training (max > 1): halted |= q_halt > 0 (or
-     * > q_continue); exploration with counter-based RNG keyed by (seed, rng_step, sample). */
+     * > q_continue); exploration with counter-based RNG keyed by (seed, *rng_step, sample).
+     * rng_step is device memory read when the op runs, so a captured step replays with the
+     * value written before each replay. */
     void (*act_update)(trm_backend *b, int B, int32_t *steps, uint8_t *halted, const float *q,
                        int halt_max_steps, int training, int no_act_continue, float explore_prob,
-                       uint64_t seed, uint64_t rng_step);
+                       uint64_t seed, const uint64_t *rng_step);
 
     /* target_q_continue = sigmoid(steps ≥ max ? q_next_halt : max(q_next_halt, q_next_continue)) */
     void (*q_target)(trm_backend *b, int B, float *target, const float *q_next, const int32_t *steps,
@@ -157,6 +160,18 @@ struct trm_backend {
                             const float *grad_rows, int n, float lr, float wd);
     /* shadow ← (1−rate)·p + rate·shadow */
     void (*ema)(trm_backend *b, float *shadow, const float *p, size_t n, float rate);
+
+    /* ---- compile stage (NULL where caps.compile is 0) ----
+     * Ops issued between capture_begin and capture_end are recorded, not run, and become one
+     * replayable graph (nodes: its op count). Nothing may allocate or copy to/from the host
+     * while capturing. */
+    int (*capture_begin)(trm_backend *b);
+    void *(*capture_end)(trm_backend *b, size_t *nodes);
+    void (*graph_launch)(trm_backend *b, void *graph);
+    void (*graph_destroy)(trm_backend *b, void *graph);
+
+    /* ---- memory housekeeping (optional) ---- */
+    void (*mem_info)(trm_backend *b, size_t *free_bytes, size_t *total_bytes);
 };
 
 /* ---- registry: the one global table of backends compiled into this binary ---- */

@@ -736,7 +736,7 @@ static void cpu_act_reset(trm_backend *be, int B, int T, int D, int S, const uin
 static void cpu_act_update(trm_backend *be, int B, int32_t *steps, uint8_t *halted,
                            const float *q, int halt_max_steps, int training,
                            int no_act_continue, float explore_prob, uint64_t seed,
-                           uint64_t rng_step) {
+                           const uint64_t *rng_step) {
     for (int b = 0; b < B; b++) {
         steps[b] += 1;
         int h = steps[b] >= halt_max_steps;
@@ -744,7 +744,7 @@ static void cpu_act_update(trm_backend *be, int B, int32_t *steps, uint8_t *halt
             float qh = q[b * 2], qc = q[b * 2 + 1];
             h |= no_act_continue ? qh > 0.0f : qh > qc;
             uint32_t r[4];
-            trm_philox4x32(seed, rng_step, (uint64_t)b, r);
+            trm_philox4x32(seed, *rng_step, (uint64_t)b, r);
             float u = (float)(r[0] >> 8) * (1.0f / 16777216.0f);
             int min_halt = u < explore_prob ? 2 + (int)(r[1] % (uint32_t)(halt_max_steps - 1)) : 0;
             h &= steps[b] >= min_halt;

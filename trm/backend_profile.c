@@ -88,7 +88,7 @@ WRAP(act_reset,
      (P(b)->inner, B, T, D, S, h, zH, zL, Hi, Li, st, ci, cl, cp, ni, nl, np))
 WRAP(act_update,
      (trm_backend * b, int B, int32_t *st, uint8_t *h, const float *q, int mx, int tr, int nac, float ep, uint64_t sd,
-      uint64_t rs),
+      const uint64_t *rs),
      (P(b)->inner, B, st, h, q, mx, tr, nac, ep, sd, rs))
 WRAP(q_target, (trm_backend * b, int B, float *t, const float *qn, const int32_t *st, int mx),
      (P(b)->inner, B, t, qn, st, mx))
@@ -107,6 +107,8 @@ WRAP(to_host, (trm_backend * b, void *d, const void *s, size_t n), (P(b)->inner,
 static void *w_alloc(trm_backend *b, size_t n) { return P(b)->inner->alloc(P(b)->inner, n); }
 static void w_free(trm_backend *b, void *p) { P(b)->inner->free(P(b)->inner, p); }
 static void w_sync(trm_backend *b) { P(b)->inner->sync(P(b)->inner); }
+
+static void w_mem_info(trm_backend *b, size_t *f, size_t *t) { P(b)->inner->mem_info(P(b)->inner, f, t); }
 
 static void w_destroy(trm_backend *b) {
     profile *p = P(b);
@@ -142,5 +144,11 @@ trm_backend *trm_profile_wrap(trm_backend *inner) {
 #define X(n) b->n = w_##n;
     OPS(X)
 #undef X
+    /* Timing each op needs eager execution: no graphs under the profiler. */
+    b->capture_begin = NULL;
+    b->capture_end = NULL;
+    b->graph_launch = NULL;
+    b->graph_destroy = NULL;
+    b->mem_info = inner->mem_info ? w_mem_info : NULL;
     return b;
 }

@@ -8,17 +8,15 @@
 int trm_cpu_probe(char *desc, size_t desc_len);
 
 #ifdef TRM_HAVE_CUDA
-/* ---- CUDA entry: added by the CUDA backend (kernels/cuda/) ----
- * Declare its create/probe here and add the row below the cpu row, e.g.
- *   trm_backend *trm_cuda_backend_create(int index, trm_err *e);
- *   int trm_cuda_probe(char *desc, size_t desc_len);
- * with caps TRM_CAPS_CUDA. */
+/* kernels/cuda/backend_cuda.cu */
+trm_backend *trm_cuda_backend_create(int index, trm_err *e);
+int trm_cuda_probe(char *desc, size_t desc_len);
 #endif
 
 static const trm_backend_entry registry[] = {
     {"cpu", TRM_CAPS_CPU, trm_cpu_backend_create, trm_cpu_probe},
 #ifdef TRM_HAVE_CUDA
-    /* {"cuda", {...}, trm_cuda_backend_create, trm_cuda_probe}, */
+    {"cuda", TRM_CAPS_CUDA, trm_cuda_backend_create, trm_cuda_probe},
 #endif
 };
 

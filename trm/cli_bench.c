@@ -64,6 +64,8 @@ int cmd_bench(int argc, char **argv, const trm_globals *g) {
     trm_backend *be = NULL;
     trm_model m;
     memset(&m, 0, sizeof m);
+    trm_plan plan;
+    memset(&plan, 0, sizeof plan);
     if (trm_collect_overrides(nrest, rest, &cfg_name, &ov, &n, &e) ||
         !(cfg = cfg_compose(&g->search, cfg_name ? cfg_name : "cfg_pretrain", n, ov, &e)) ||
         trm_run_config_read(&rcfg, cfg, &e))
@@ -76,6 +78,7 @@ int cmd_bench(int argc, char **argv, const trm_globals *g) {
     trm_model_config mc;
     trm_model_config_for(&mc, &rcfg, &meta, (int)rcfg.global_batch_size);
     if (trm_model_create(&m, &mc, be, 0, rcfg.ema, &e)) goto out;
+    trm_plan_init(&plan, &m, dc.compile);
 
     size_t BS = (size_t)m.B * m.S;
     int32_t *in = xmalloc(BS * sizeof(int32_t)), *lab = xmalloc(BS * sizeof(int32_t)), *pid = xmalloc((size_t)m.B * sizeof(int32_t));
@@ -88,7 +91,7 @@ int cmd_bench(int argc, char **argv, const trm_globals *g) {
         double t0 = trm_now_seconds();
         trm_model_set_batch(&m, in, lab, pid);
         trm_step_opts so = {.training = 1, .want_grad = 1, .grad_scale = 1.0f / (float)m.B, .rng_step = (uint64_t)s};
-        trm_model_act_step(&m, &so);
+        trm_plan_step(&plan, &so);
         trm_optim_opts oo = {.lr = 1e-4, .puzzle_emb_lr = 1e-2, .weight_decay = 0.1, .puzzle_emb_weight_decay = 0.1,
                              .beta1 = 0.9, .beta2 = 0.95, .t = s + 1, .ema = rcfg.ema, .ema_rate = 0.999};
         trm_model_optim_step(&m, &oo);
@@ -99,16 +102,23 @@ int cmd_bench(int argc, char **argv, const trm_globals *g) {
     double med = steps % 2 ? ms[steps / 2] : 0.5 * (ms[steps / 2 - 1] + ms[steps / 2]);
     double exs = (double)m.B / (med / 1e3), tflops = step_flops(&m) / (med / 1e3) / 1e12;
     double rss = (double)trm_peak_rss_bytes() / (1024.0 * 1024.0);
+    /* Device memory in use after the run (everything is allocated up front, so this is the
+     * peak; it includes the runtime's own context). */
+    size_t dfree = 0, dtotal = 0;
+    if (be->mem_info) be->mem_info(be, &dfree, &dtotal);
+    double dev_gib = dtotal ? (double)(dtotal - dfree) / 1073741824.0 : 0.0;
     if (json)
         printf("{\"backend\": \"%s\", \"batch\": %d, \"seq_len\": %d, \"hidden\": %d, \"mlp_t\": %s, \"steps\": %" PRId64
                ", \"ms_per_step_median\": %.3f, \"ms_min\": %.3f, \"ms_max\": %.3f, \"examples_per_s\": %.1f, "
-               "\"model_tflops\": %.4f, \"peak_rss_mib\": %.1f}\n",
-               be->name, m.B, m.S, m.D, m.cfg.mlp_t ? "true" : "false", steps, med, ms[0], ms[steps - 1], exs, tflops, rss);
+               "\"model_tflops\": %.4f, \"peak_rss_mib\": %.1f, \"device_mem_gib\": %.2f, \"compile\": %s, "
+               "\"bf16\": %s}\n",
+               be->name, m.B, m.S, m.D, m.cfg.mlp_t ? "true" : "false", steps, med, ms[0], ms[steps - 1], exs, tflops, rss,
+               dev_gib, plan.enabled ? "true" : "false", be->use_bf16 ? "true" : "false");
     else
-        printf("%s: %d x %d tokens, hidden %d, %s: median %.2f ms/step (min %.2f, max %.2f over %" PRId64
-               " steps), %.0f examples/s, %.3f model TFLOP/s, peak RSS %.1f MiB\n",
-               be->name, m.B, m.S, m.D, m.cfg.mlp_t ? "mlp_t" : "attention", med, ms[0], ms[steps - 1], steps, exs,
-               tflops, rss);
+        printf("%s: %d x %d tokens, hidden %d, %s, compile %s, %s: median %.2f ms/step (min %.2f, max %.2f over %" PRId64
+               " steps), %.0f examples/s, %.3f model TFLOP/s, peak RSS %.1f MiB, device memory %.2f GiB\n",
+               be->name, m.B, m.S, m.D, m.cfg.mlp_t ? "mlp_t" : "attention", plan.enabled ? "on" : "off",
+               be->use_bf16 ? "bf16" : "fp32", med, ms[0], ms[steps - 1], steps, exs, tflops, rss, dev_gib);
     free(in);
     free(lab);
     free(pid);
@@ -116,6 +126,7 @@ int cmd_bench(int argc, char **argv, const trm_globals *g) {
     rc = 0;
 out:
     if (rc) fprintf(stderr, "trm bench: %s\n", e.msg);
+    trm_plan_free(&plan);
     if (m.be) trm_model_destroy(&m);
     if (be) be->destroy(be);
     trm_run_config_free(&rcfg);

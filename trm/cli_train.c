@@ -323,6 +323,8 @@ static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
     int have_data = 0;
     trm_backend *be = NULL;
     trm_model m;
+    trm_plan plan;
+    memset(&plan, 0, sizeof plan);
     memset(&m, 0, sizeof m);
     memset(&d, 0, sizeof d);
     if (trm_run_config_read(&rc_, cfg, e)) goto out_cfg;
@@ -355,6 +357,7 @@ static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
     mc.inference_only = 1;
     if (trm_model_create(&m, &mc, be, 0, 0, e)) goto out;
     if (trm_checkpoint_load_weights(&m, a->checkpoint, 0, e)) goto out;
+    trm_plan_init(&plan, &m, dc.compile);
     if (have_data) {
         trm_eval_result r;
         trm_eval_outputs o = {0};
@@ -366,7 +369,7 @@ static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
         if (evals) sinks[nsinks++] = trm_evaluators_sink(evals);
         trm_eval_metrics em = {0};
         char *ckdir = dirname_of(a->checkpoint), *tag = xasprintf("generate_%s", a->split);
-        int erc = trm_evaluate(&m, &d, gbs, NULL, &r, sinks, nsinks, e);
+        int erc = trm_evaluate(&m, &plan, &d, gbs, NULL, &r, sinks, nsinks, e);
         if (!erc) erc = trm_evaluators_finish(evals, ckdir, tag, &em, e);
         if (!erc && evals) fprintf(stderr, "submission: %s/evaluator_ARC_%s/submission.json\n", ckdir, tag);
         free(ckdir);
@@ -409,6 +412,7 @@ static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
     if (a->ninputs && run_inputs(&m, a, e)) goto out;
     rc = 0;
 out:
+    trm_plan_free(&plan);
     if (m.be) trm_model_destroy(&m);
     if (be) be->destroy(be);
     if (have_data) trm_dataset_close(&d);

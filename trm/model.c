@@ -4,6 +4,7 @@
  * Each block's forward and backward sit next to each other. */
 #include "model.h"
 
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,12 +206,15 @@ static float *arena_take(arena *a, size_t nfloats) {
     return p;
 }
 
-static void carve_block(trm_model *m, arena *a, trm_block_acts *k) {
+/* The SwiGLU outputs (act, actt) live only between their activation and the next GEMM, so every
+ * block shares one buffer for each and the backward recomputes them from the saved gate/up
+ * values: an elementwise pass instead of (L_cycles + 1)·L_layers stored copies. */
+static void carve_block(trm_model *m, arena *a, trm_block_acts *k, float *act, float *actt) {
     size_t R = (size_t)m->B * m->T, RT = (size_t)m->B * m->D;
     if (m->cfg.mlp_t) {
         k->inT = arena_take(a, RT * m->T);
         k->gut = arena_take(a, RT * 2 * m->It);
-        k->actt = arena_take(a, RT * m->It);
+        k->actt = actt;
         k->y1T = arena_take(a, RT * m->T);
         k->rstd1 = arena_take(a, RT);
     } else {
@@ -221,30 +225,35 @@ static void carve_block(trm_model *m, arena *a, trm_block_acts *k) {
     }
     k->y1 = arena_take(a, R * m->D);
     k->gu = arena_take(a, R * 2 * m->I);
-    k->act = arena_take(a, R * m->I);
+    k->act = act;
     k->y2 = arena_take(a, R * m->D);
     k->rstd2 = arena_take(a, R);
 }
 
 static void carve_acts(trm_model *m, arena *a) {
     size_t R = (size_t)m->B * m->T;
+    float *act = arena_take(a, R * m->I);
+    float *actt = m->cfg.mlp_t ? arena_take(a, (size_t)m->B * m->D * m->It) : NULL;
     for (int c = 0; c < m->saved_count; c++) {
         m->saved[c].x0 = arena_take(a, R * m->D);
-        for (int l = 0; l < m->cfg.L_layers; l++) carve_block(m, a, &m->saved[c].blk[l]);
+        for (int l = 0; l < m->cfg.L_layers; l++) carve_block(m, a, &m->saved[c].blk[l], act, actt);
     }
     m->scratch->x0 = arena_take(a, R * m->D);
-    for (int l = 0; l < 2; l++) carve_block(m, a, &m->scratch->blk[l]);
+    for (int l = 0; l < 2; l++) carve_block(m, a, &m->scratch->blk[l], act, actt);
 }
 
 static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
 static int alloc_or_fail(trm_backend *be, void **p, size_t bytes, const char *what, trm_err *e) {
     *p = be->alloc(be, bytes);
-    if (!*p)
-        return trm_errf(e, "out of %s memory allocating %s (%.1f MiB); lower global_batch_size, "
-                           "use forward_dtype=bfloat16 or fewer H/L cycles",
-                        be->name, what, (double)bytes / 1048576.0);
-    return 0;
+    if (*p) return 0;
+    size_t fr = 0, tot = 0;
+    if (be->mem_info) be->mem_info(be, &fr, &tot);
+    char avail[96] = "";
+    if (tot) snprintf(avail, sizeof avail, " with %.1f of %.1f GiB free", fr / 1073741824.0, tot / 1073741824.0);
+    return trm_errf(e, "out of %s memory allocating %s (%.1f MiB%s); lower global_batch_size, "
+                       "use forward_dtype=bfloat16 or fewer H/L cycles",
+                    be->name, what, (double)bytes / 1048576.0, avail);
 }
 
 int trm_model_create(trm_model *m, const trm_model_config *c, trm_backend *be, uint64_t seed,
@@ -314,6 +323,7 @@ int trm_model_create(trm_model *m, const trm_model_config *c, trm_backend *be, u
         {(void **)&m->q, m->B * 2 * fb, "q"},
         {(void **)&m->preds, (size_t)m->B * m->S * sizeof(int32_t), "predictions"},
         {(void **)&m->metrics, TRM_NMETRICS * sizeof(double), "metrics"},
+        {(void **)&m->rng_step, sizeof(uint64_t), "metrics"},
         {(void **)&m->tmp_rows, R * m->D * fb, "work"},
     };
     for (size_t i = train ? 0 : 7; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -376,7 +386,7 @@ void trm_model_destroy(trm_model *m) {
                     m->rope_sin, m->zH, m->zL, m->steps, m->halted, m->cur_inputs, m->cur_labels,
                     m->cur_pid, m->in_inputs, m->in_labels, m->in_pid, m->x_emb, m->dx_emb,
                     m->d_puz_rows, m->logits, m->dlogits, m->q, m->dq, m->q_next, m->q_target,
-                    m->preds, m->metrics, m->dz, m->dz2, m->tmp_rows, m->tmp_big, m->act_arena,
+                    m->preds, m->metrics, m->rng_step, m->dz, m->dz2, m->tmp_rows, m->tmp_big, m->act_arena,
                     m->zH2, m->zL2, m->steps2, m->halted2, m->cur_inputs2, m->cur_labels2, m->cur_pid2};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
         if (ptrs[i]) be->free(be, ptrs[i]);
@@ -486,6 +496,7 @@ static void mixer_mlpt_bwd(trm_model *m, int l, trm_block_acts *k, const float *
     const float *w = m->w;
     be->transpose(be, w1, dy1, m->B, m->T, m->D);            /* w1 = dy1ᵀ  (B,D,T) */
     be->rmsnorm_bwd(be, w2, w1, k->y1T, k->rstd1, RT, T);    /* w2 = dx1ᵀ */
+    be->swiglu_fwd(be, k->actt, k->gut, RT, m->It); /* recomputed (shared buffer) */
     linear_bwd(be, big2, G_(m, m->p_layer[l][1]), w2, k->actt, P_(m, w, m->p_layer[l][1]), RT, m->It, T, 0);
     be->swiglu_bwd(be, big1, big2, k->gut, RT, m->It);
     be->copy(be, w1, w2, (size_t)RT * T * sizeof(float));
@@ -518,6 +529,7 @@ static void block_bwd(trm_model *m, int l, trm_block_acts *k, float *d) {
     const float *w = m->w;
     float *dx2 = m->dz2;
     be->rmsnorm_bwd(be, dx2, d, k->y2, k->rstd2, R, D);
+    be->swiglu_fwd(be, k->act, k->gu, R, m->I); /* recomputed (shared buffer) */
     linear_bwd(be, big2, G_(m, m->p_layer[l][3]), dx2, k->act, P_(m, w, m->p_layer[l][3]), R, m->I, D, 0);
     be->swiglu_bwd(be, big1, big2, k->gu, R, m->I);
     /* dy1 = dx2 + dgu·Wgu, built in dx2 */
@@ -580,6 +592,7 @@ static trm_embed_args embed_args(const trm_model *m, const float *w) {
         .ndim = m->cfg.puzzle_emb_ndim,
         .pos_w = m->p_pos >= 0 ? P_(m, w, m->p_pos) : NULL,
         .scale = (float)sqrt((double)m->D),
+        .V = m->V,
     };
     return a;
 }
@@ -595,7 +608,16 @@ static void cycles_nograd(trm_model *m, const float *w, float *hx, int ncycles) 
     }
 }
 
+void trm_model_step_inputs(trm_model *m, const trm_step_opts *o) {
+    m->be->to_device(m->be, m->rng_step, &o->rng_step, sizeof(uint64_t));
+}
+
 void trm_model_act_step(trm_model *m, const trm_step_opts *o) {
+    trm_model_step_inputs(m, o);
+    trm_model_step_body(m, o);
+}
+
+void trm_model_step_body(trm_model *m, const trm_step_opts *o) {
     trm_backend *be = m->be;
     const float *w = o->weights ? o->weights : m->w;
     size_t n = (size_t)m->B * m->T * m->D, bytes = n * sizeof(float);
@@ -620,7 +642,7 @@ void trm_model_act_step(trm_model *m, const trm_step_opts *o) {
 
     heads_fwd(m, w, m->zH, m->logits, m->q);
     be->act_update(be, m->B, m->steps, m->halted, m->q, m->cfg.halt_max_steps, o->training,
-                   m->cfg.no_ACT_continue, (float)m->cfg.halt_exploration_prob, o->seed, o->rng_step);
+                   m->cfg.no_ACT_continue, (float)m->cfg.halt_exploration_prob, o->seed, m->rng_step);
 
     const float *q_target = NULL;
     if (o->training && m->cfg.halt_max_steps > 1 && !m->cfg.no_ACT_continue && !m->cfg.inference_only) {

@@ -72,6 +72,7 @@ typedef struct {
     float *logits, *dlogits, *q, *dq, *q_next, *q_target;
     int32_t *preds;
     double *metrics;      /* TRM_NMETRICS on the device */
+    uint64_t *rng_step;   /* the exploration counter, written before each step */
     float *dz, *dz2, *tmp_rows, *tmp_big;
     trm_net_acts *saved;  /* L_cycles + 1 saved Net calls */
     trm_net_acts *scratch;/* for no-grad calls */
@@ -113,6 +114,10 @@ typedef struct {
  * model, update halting, compute loss/metrics (accumulated into m->metrics) and, with
  * want_grad, the gradients (m->g zeroed first). */
 void trm_model_act_step(trm_model *m, const trm_step_opts *o);
+/* The two halves of trm_model_act_step: the host→device writes of the step's scalars, and the
+ * device-only body (what the compile stage captures as a graph and replays). */
+void trm_model_step_inputs(trm_model *m, const trm_step_opts *o);
+void trm_model_step_body(trm_model *m, const trm_step_opts *o);
 
 typedef struct {
     double lr, puzzle_emb_lr;

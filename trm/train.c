@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "compile.h"
 #include "npy.h"
 #include "device.h"
 #include "evaluators.h"
@@ -78,7 +79,7 @@ trm_eval_sink trm_eval_collect(trm_eval_outputs *o) {
     return s;
 }
 
-int trm_evaluate(trm_model *m, const trm_dataset *d, int64_t global_batch_size, const float *weights,
+int trm_evaluate(trm_model *m, trm_plan *plan, const trm_dataset *d, int64_t global_batch_size, const float *weights,
                  trm_eval_result *res, const trm_eval_sink *sinks, int nsinks, trm_err *e) {
     trm_backend *be = m->be;
     memset(res, 0, sizeof *res);
@@ -105,7 +106,10 @@ int trm_evaluate(trm_model *m, const trm_dataset *d, int64_t global_batch_size, 
             be->zero(be, m->metrics, TRM_NMETRICS * sizeof(double));
             trm_step_opts so = {.training = 0, .want_grad = 0, .grad_scale = 1.0f / (float)global_batch_size,
                                 .weights = weights};
-            trm_model_act_step(m, &so);
+            if (plan)
+                trm_plan_step(plan, &so);
+            else
+                trm_model_act_step(m, &so);
         }
         double mt[TRM_NMETRICS];
         be->to_host(be, mt, m->metrics, sizeof mt);
@@ -118,6 +122,7 @@ int trm_evaluate(trm_model *m, const trm_dataset *d, int64_t global_batch_size, 
         }
     }
     trm_model_swap_carry(m);
+    be->zero(be, m->metrics, TRM_NMETRICS * sizeof(double)); /* training accumulates from zero */
     free(preds);
     free(q);
     trm_batch_free(&b);
@@ -214,6 +219,8 @@ typedef struct {
     double acc[TRM_NMETRICS]; /* train metrics since the last log */
     int acc_steps;
     double lr;
+    trm_plan plan;
+    int compile;
 } trainer;
 
 /* One metrics.jsonl record: {"step": N, "kind": KIND, ...}. */
@@ -272,6 +279,25 @@ static void log_train(trainer *t) {
     t->step_last_log = t->step;
 }
 
+/* Train metrics accumulate on the device across steps (no per-step synchronisation); they are
+ * read back at log points and before evaluations, checkpoints and stops, which is also where
+ * a non-finite loss is caught, so no checkpoint is written from a diverged model. */
+static int flush_metrics(trainer *t, trm_err *e) {
+    trm_backend *be = t->be;
+    double mt[TRM_NMETRICS];
+    be->to_host(be, mt, t->m.metrics, sizeof mt);
+    be->zero(be, t->m.metrics, sizeof mt);
+    double loss = mt[TRM_M_LM_LOSS] + 0.5 * (mt[TRM_M_Q_HALT_LOSS] + mt[TRM_M_Q_CONTINUE_LOSS]);
+    if (!isfinite(loss)) {
+        if (t->tty) fputc('\n', stdout);
+        return trm_errf(e, "the loss became %s by step %" PRId64 "; stopping (the last good checkpoint in %s is kept)",
+                        isnan(loss) ? "NaN" : "Inf", t->step, t->run_dir);
+    }
+    for (int k = 0; k < TRM_NMETRICS; k++) t->acc[k] += mt[k];
+    if (!t->plan.reported && t->acc_steps > 0) trm_plan_report(&t->plan, stdout);
+    return 0;
+}
+
 static int save_checkpoint(trainer *t, trm_err *e) {
     char *name = xasprintf("step_%" PRId64 ".safetensors", t->step);
     char *path = trm_path_join(t->run_dir, name);
@@ -297,7 +323,7 @@ static int run_eval(trainer *t, trm_err *e) {
     /* The evaluators are not reset between evaluations: the reference's ARC evaluator votes
      * with aggregated_voting=True, over the predictions of every evaluation of the run so far. */
     if (t->evals) sinks[nsinks++] = trm_evaluators_sink(t->evals);
-    if (trm_evaluate(&t->m, &t->test, t->rc.global_batch_size, w, &r, sinks, nsinks, e)) {
+    if (trm_evaluate(&t->m, &t->plan, &t->test, t->rc.global_batch_size, w, &r, sinks, nsinks, e)) {
         free(o.preds);
         free(o.q_halt);
         return -1;
@@ -377,7 +403,6 @@ static int open_data(trainer *t, trm_err *e) {
 
 static int train_loop(trainer *t, trm_err *e) {
     trm_model *m = &t->m;
-    trm_backend *be = t->be;
     trm_batch b;
     trm_batch_alloc(&b, m->B, m->S);
     int rc = 0, saved_last = 0;
@@ -391,10 +416,9 @@ static int train_loop(trainer *t, trm_err *e) {
             }
             t->step++;
             trm_model_set_batch(m, b.inputs, b.labels, b.puzzle_identifiers);
-            be->zero(be, m->metrics, TRM_NMETRICS * sizeof(double));
             trm_step_opts so = {.training = 1, .want_grad = 1, .grad_scale = 1.0f / (float)t->rc.global_batch_size,
                                 .seed = (uint64_t)t->rc.seed, .rng_step = (uint64_t)t->step};
-            trm_model_act_step(m, &so);
+            trm_plan_step(&t->plan, &so);
             t->lr = trm_lr_schedule(t->rc.lr, t->step, t->rc.lr_warmup_steps, t->total_steps, t->rc.lr_min_ratio);
             trm_optim_opts oo = {
                 .lr = t->lr,
@@ -403,21 +427,14 @@ static int train_loop(trainer *t, trm_err *e) {
                 .weight_decay = t->rc.weight_decay, .puzzle_emb_weight_decay = t->rc.puzzle_emb_weight_decay,
                 .beta1 = t->rc.beta1, .beta2 = t->rc.beta2, .t = t->step,
                 .freeze_weights = t->rc.freeze_weights, .ema = t->rc.ema, .ema_rate = t->rc.ema_rate};
-            double mt[TRM_NMETRICS];
-            be->to_host(be, mt, m->metrics, sizeof mt);
-            double loss = mt[TRM_M_LM_LOSS] + 0.5 * (mt[TRM_M_Q_HALT_LOSS] + mt[TRM_M_Q_CONTINUE_LOSS]);
-            if (!isfinite(loss)) {
-                if (t->tty) fputc('\n', stdout);
-                rc = trm_errf(e, "the loss became %s at step %" PRId64 "; stopping (the last good checkpoint in %s is kept)",
-                              isnan(loss) ? "NaN" : "Inf", t->step, t->run_dir);
-                break;
-            }
             trm_model_optim_step(m, &oo);
-            for (int k = 0; k < TRM_NMETRICS; k++) t->acc[k] += mt[k];
             t->acc_steps++;
-            if (t->step % t->rc.log_interval == 0 || t->step == t->total_steps) log_train(t);
             int sig = trm_signals_pending();
-            if (sig || t->step == t->rc.stop_after_steps) {
+            int stop = sig || t->step == t->rc.stop_after_steps;
+            int log = t->step % t->rc.log_interval == 0 || t->step == t->total_steps;
+            if ((log || stop) && (rc = flush_metrics(t, e)) != 0) break;
+            if (log) log_train(t);
+            if (stop) {
                 if (t->tty) fputc('\n', stdout);
                 if (sig)
                     fprintf(stderr, "trm: signal %d: stopping after step %" PRId64 "\n", sig, t->step);
@@ -428,7 +445,7 @@ static int train_loop(trainer *t, trm_err *e) {
                 return src ? -1 : sig ? 128 + sig : 0;
             }
         }
-        if (rc) break;
+        if (rc || (rc = flush_metrics(t, e)) != 0) break;
         trm_sampler_next_iter(&t->sampler);
         saved_last = 0;
         /* The reference keeps looping over the remaining chunks once total_steps is reached
@@ -475,6 +492,7 @@ static int setup(trainer *t, const char *resume_path, trm_err *e) {
     int64_t gbs = t->rc.global_batch_size;
     trm_model_config_for(&mc, &t->rc, &t->train.meta, (int)gbs);
     if (trm_model_create(&t->m, &mc, t->be, (uint64_t)t->rc.seed, t->rc.ema, e)) return -1;
+    trm_plan_init(&t->plan, &t->m, dc.compile);
     t->total_steps = trm_total_steps(&t->train.meta, t->rc.epochs, gbs);
     t->total_iters = t->rc.epochs / t->rc.eval_interval;
     if (t->total_steps < 1)
@@ -548,6 +566,7 @@ int trm_pretrain_main(cfg_node *cfg, const char *resume_path) {
     }
     if (t.metrics) fclose(t.metrics);
     trm_evaluators_free(t.evals);
+    trm_plan_free(&t.plan);
     if (t.m.be) trm_model_destroy(&t.m);
     if (t.be) t.be->destroy(t.be);
     if (t.have_test) trm_dataset_close(&t.test);

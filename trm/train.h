@@ -5,6 +5,7 @@
 #define TRM_TRAIN_H
 #include "config.h"
 #include "dataset.h"
+#include "compile.h"
 #include "model.h"
 #include "run_config.h"
 
@@ -38,7 +39,7 @@ typedef struct {
 trm_eval_sink trm_eval_collect(trm_eval_outputs *o);
 
 /* Evaluates `weights` (NULL = m->w) on every set of `d`; the training carry is preserved. */
-int trm_evaluate(trm_model *m, const trm_dataset *d, int64_t global_batch_size, const float *weights,
+int trm_evaluate(trm_model *m, trm_plan *plan, const trm_dataset *d, int64_t global_batch_size, const float *weights,
                  trm_eval_result *res, const trm_eval_sink *sinks, int nsinks, trm_err *e);
 void trm_eval_result_free(trm_eval_result *r);
 /* Predictions (n × S int32) to `path` and the halting logits to <path without .npy>_q_halt.npy. */

@@ -1,0 +1,95 @@
+/* compile.c — the compile stage (see compile.h): one graph per kind of step, captured on its
+ * second run and replayed after. Only the step's scalars (the exploration counter) cross
+ * from the host before each replay; everything else a graph touches is fixed device memory
+ * of the model (carry, batch inputs, arena), which is why slots are keyed by the weights and
+ * carry pointers. */
+#include "compile.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+void trm_plan_init(trm_plan *p, trm_model *m, int enabled) {
+    memset(p, 0, sizeof *p);
+    p->m = m;
+    const char *dis = getenv("DISABLE_COMPILE");
+    if (dis && *dis && strcmp(dis, "0") != 0) enabled = 0;
+    trm_backend *be = m->be;
+    p->enabled = enabled && be->capture_begin && be->capture_end && be->graph_launch && be->graph_destroy;
+}
+
+void trm_plan_free(trm_plan *p) {
+    if (!p->m) return;
+    trm_backend *be = p->m->be;
+    for (int i = 0; i < TRM_PLAN_SLOTS; i++)
+        if (p->slot[i].graph) be->graph_destroy(be, p->slot[i].graph);
+    memset(p, 0, sizeof *p);
+}
+
+static trm_plan_slot *find_slot(trm_plan *p, const trm_step_opts *o) {
+    const float *w = o->weights ? o->weights : p->m->w;
+    int grad = o->want_grad && !p->m->cfg.inference_only;
+    for (int i = 0; i < TRM_PLAN_SLOTS; i++) {
+        trm_plan_slot *s = &p->slot[i];
+        if (s->used && s->training == o->training && s->want_grad == grad && s->weights == w &&
+            s->carry == p->m->zH && s->grad_scale == o->grad_scale && s->seed == o->seed)
+            return s;
+    }
+    for (int i = 0; i < TRM_PLAN_SLOTS; i++) {
+        trm_plan_slot *s = &p->slot[i];
+        if (s->used) continue;
+        *s = (trm_plan_slot){.used = 1, .training = o->training, .want_grad = grad, .weights = w,
+                             .carry = p->m->zH, .grad_scale = o->grad_scale, .seed = o->seed};
+        return s;
+    }
+    return NULL; /* more kinds of step than slots: run the rest eagerly */
+}
+
+void trm_plan_step(trm_plan *p, const trm_step_opts *o) {
+    trm_model *m = p->m;
+    trm_backend *be = m->be;
+    trm_plan_slot *s = p->enabled ? find_slot(p, o) : NULL;
+    trm_model_step_inputs(m, o);
+    if (!s || s->runs < 1) {
+        trm_model_step_body(m, o);
+        if (s) s->runs++;
+        return;
+    }
+    if (!s->graph) {
+        double t0 = trm_now_seconds();
+        be->capture_begin(be);
+        trm_model_step_body(m, o);
+        s->graph = be->capture_end(be, &s->nodes);
+        s->capture_ms = (trm_now_seconds() - t0) * 1e3;
+    }
+    be->graph_launch(be, s->graph);
+}
+
+void trm_plan_report(trm_plan *p, FILE *f) {
+    if (p->reported) return;
+    trm_model *m = p->m;
+    if (!p->enabled) {
+        fprintf(f, "compile: off (%s): each step issues its ops one by one; activation arena %.2f GiB\n",
+                m->be->capture_begin ? "compile=false or DISABLE_COMPILE=1" : "the backend cannot capture",
+                m->act_bytes / 1073741824.0);
+        p->reported = 1;
+        return;
+    }
+    const trm_plan_slot *s = NULL;
+    for (int i = 0; i < TRM_PLAN_SLOTS; i++)
+        if (p->slot[i].graph) {
+            s = &p->slot[i];
+            break;
+        }
+    if (!s) return;
+    fprintf(f,
+            "compile: the %s step was captured as one graph of %zu ops in %.1f ms and is replayed "
+            "every step (%zu launches per step before, 1 after); activation arena %.2f GiB "
+            "preallocated (%d saved recursion passes). Fused ops, in both paths: residual+RMSNorm, "
+            "SwiGLU on the gate/up output, loss and its gradient in one pass over the logits, "
+            "AdamATan2 in one pass over all weights.\n",
+            s->training ? "training" : "evaluation", s->nodes, s->capture_ms, s->nodes,
+            m->act_bytes / 1073741824.0, m->saved_count);
+    p->reported = 1;
+}
