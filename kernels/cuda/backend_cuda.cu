@@ -1,0 +1,536 @@
+/* backend_cuda.cu — the `cuda` backend: the table of backend.h on one GPU. Memory and copies
+ * on one stream, GEMMs through cuBLASLt (plans cached per shape; fp32, or bf16 tensor cores
+ * with fp32 accumulation when use_bf16), attention as per-head strided-batched GEMMs around
+ * the softmax kernels, everything else in kernels/cuda/<op>.cu. The compile stage's graph
+ * capture lives here too: ops issued between capture_begin and capture_end become one CUDA
+ * graph. No op synchronises with the host except to_host and sync. */
+#include <cublasLt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.cuh"
+
+extern "C" {
+#include "util.h"
+trm_backend *trm_cuda_backend_create(int index, trm_err *e);
+int trm_cuda_probe(char *desc, size_t desc_len);
+}
+
+/* An unexpected CUDA failure inside a step cannot be returned through the void ops: report it
+ * with the call and stop (checkpoints are written atomically, so the last one survives). */
+#define CK(call) cuda_check((call), #call, __FILE__, __LINE__)
+static void cuda_check(cudaError_t r, const char *what, const char *file, int line) {
+    if (r == cudaSuccess) return;
+    fprintf(stderr, "trm: cuda: %s failed at %s:%d: %s\n", what, file, line, cudaGetErrorString(r));
+    if (r == cudaErrorMemoryAllocation)
+        fprintf(stderr, "trm: the GPU is out of memory: lower global_batch_size, use "
+                        "forward_dtype=bfloat16, or lower arch.H_cycles/arch.L_cycles\n");
+    exit(1);
+}
+#define CKL(call) cublas_check((call), #call, __FILE__, __LINE__)
+static void cublas_check(cublasStatus_t r, const char *what, const char *file, int line) {
+    if (r == CUBLAS_STATUS_SUCCESS) return;
+    fprintf(stderr, "trm: cublasLt: %s failed at %s:%d: status %d\n", what, file, line, (int)r);
+    exit(1);
+}
+
+/* ---- GEMM plans ------------------------------------------------------------------------ */
+
+typedef struct {
+    int ta, tb, M, N, K, lda, ldb, ldc, batch, bf16, align;
+    int64_t sA, sB, sC;
+} gemm_key;
+
+typedef struct {
+    gemm_key key;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulAlgo_t algo;
+    int used;
+} gemm_plan;
+
+#define PLAN_SLOTS 512
+#define WORKSPACE_BYTES ((size_t)64 << 20)
+
+typedef struct {
+    void *p;
+    size_t bytes;
+} scratch_buf;
+
+enum { SCR_ATT_S, SCR_ATT_DP, SCR_ATT_DR, SCR_EMBED, SCR_LOSS, SCR_BF16_A, SCR_BF16_B, SCR_COUNT };
+
+/* GEMM precision of a plan: fp32; bf16 tensor cores reading fp32 operands; bf16 operands
+ * converted just before the product. Accumulation and output are fp32 in all three. */
+enum { GEMM_FP32 = 0, GEMM_FAST_BF16 = 1, GEMM_BF16 = 2 };
+
+typedef struct {
+    int device;
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void *workspace;
+    gemm_plan plans[PLAN_SLOTS];
+    int nplans;
+    scratch_buf scratch[SCR_COUNT];
+    int capturing;
+    cudaGraph_t graph;
+    char name[256];
+} cuda_ctx;
+
+static cuda_ctx *CTX(trm_backend *b) { return (cuda_ctx *)b->ctx; }
+static void *scratch(trm_backend *b, int which, size_t bytes);
+
+static int ptr_align(const void *p, int64_t stride_bytes) {
+    uintptr_t v = (uintptr_t)p | (uintptr_t)stride_bytes;
+    int a = 256;
+    while (a > 4 && (v & (uintptr_t)(a - 1))) a >>= 1;
+    return a;
+}
+
+static gemm_plan *plan_for(cuda_ctx *c, const gemm_key *k) {
+    for (int i = 0; i < c->nplans; i++)
+        if (memcmp(&c->plans[i].key, k, sizeof *k) == 0) return &c->plans[i];
+    if (c->nplans == PLAN_SLOTS) { /* a new shape beyond the cache: drop the oldest plans */
+        for (int i = 0; i < PLAN_SLOTS / 2; i++) {
+            gemm_plan *p = &c->plans[i];
+            cublasLtMatmulDescDestroy(p->op);
+            cublasLtMatrixLayoutDestroy(p->a);
+            cublasLtMatrixLayoutDestroy(p->b);
+            cublasLtMatrixLayoutDestroy(p->c);
+        }
+        memmove(c->plans, c->plans + PLAN_SLOTS / 2, sizeof(gemm_plan) * (PLAN_SLOTS / 2));
+        c->nplans = PLAN_SLOTS / 2;
+    }
+    gemm_plan *p = &c->plans[c->nplans];
+    memset(p, 0, sizeof *p);
+    p->key = *k;
+    /* Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: B's buffer comes first. */
+    cublasOperation_t opa = k->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasComputeType_t ct = k->bf16 == GEMM_FAST_BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
+    cudaDataType_t in_t = k->bf16 == GEMM_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    CKL(cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F));
+    CKL(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    CKL(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    /* first operand (B buffer): op = N → N×K col-major; op = T → K×N */
+    CKL(cublasLtMatrixLayoutCreate(&p->a, in_t, k->tb ? k->K : k->N, k->tb ? k->N : k->K, k->ldb));
+    CKL(cublasLtMatrixLayoutCreate(&p->b, in_t, k->ta ? k->M : k->K, k->ta ? k->K : k->M, k->lda));
+    CKL(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, k->N, k->M, k->ldc));
+    if (k->batch > 1) {
+        int32_t bc = k->batch;
+        cublasLtMatrixLayout_t ls[3] = {p->a, p->b, p->c};
+        int64_t st[3] = {k->sB, k->sA, k->sC};
+        for (int i = 0; i < 3; i++) {
+            CKL(cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc));
+            CKL(cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                 &st[i], sizeof st[i]));
+        }
+    }
+    cublasLtMatmulPreference_t pref;
+    CKL(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = WORKSPACE_BYTES;
+    uint32_t al = (uint32_t)k->align;
+    CKL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    CKL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al));
+    CKL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al));
+    CKL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al));
+    CKL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al));
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    cublasStatus_t r = cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->b, p->c, p->c, pref, 1,
+                                                      &res, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (r != CUBLAS_STATUS_SUCCESS || found == 0) {
+        fprintf(stderr, "trm: cublasLt has no algorithm for a %s GEMM %dx%dx%d (ta %d tb %d, lda %d "
+                        "ldb %d ldc %d, batch %d)\n", k->bf16 ? "bf16" : "fp32", k->M, k->N, k->K,
+                k->ta, k->tb, k->lda, k->ldb, k->ldc, k->batch);
+        exit(1);
+    }
+    p->algo = res.algo;
+    c->nplans++;
+    return p;
+}
+
+/* Elements from the first to the last one a (rows × cols, ld, batch, stride) operand touches. */
+static size_t operand_span(int rows, int cols, int ld, int batch, int64_t stride) {
+    size_t one = (size_t)(rows - 1) * ld + cols;
+    return batch > 1 && stride ? (size_t)(batch - 1) * stride + one : one;
+}
+
+static void cuda_gemm(trm_backend *b, int ta, int tb, int M, int N, int K, float alpha,
+                      const float *A, int lda, int64_t sA, const float *B, int ldb, int64_t sB,
+                      float beta, float *C, int ldc, int64_t sC, int batch) {
+    if (M <= 0 || N <= 0 || batch <= 0) return;
+    cuda_ctx *c = CTX(b);
+    if (K <= 0) { /* C = beta·C: no product to take */
+        for (int i = 0; i < batch; i++)
+            if (beta == 0.0f)
+                CK(cudaMemset2DAsync(C + i * sC, (size_t)ldc * 4, 0, (size_t)N * 4, M, c->stream));
+            else
+                k_axpy(c->stream, C + i * sC, C + i * sC, beta - 1.0f, (size_t)(M - 1) * ldc + N);
+        return;
+    }
+    int mode = GEMM_FP32;
+    const void *a_op = A, *b_op = B;
+    int esz = 4;
+    if (b->use_bf16) {
+        /* Dense operands are converted to bf16 once, in their own layout (full tensor-core
+         * rate); strided views (one attention head of the QKV rows) are read as fp32 and
+         * down-converted by cuBLASLt while loading, which costs less than gathering them. */
+        int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+        size_t na = operand_span(ar, ac, lda, batch, sA), nb = operand_span(br, bc, ldb, batch, sB);
+        size_t ua = (size_t)ar * ac * (batch > 1 && sA ? batch : 1);
+        size_t ub = (size_t)br * bc * (batch > 1 && sB ? batch : 1);
+        if (na <= ua + ua / 4 && nb <= ub + ub / 4) {
+            mode = GEMM_BF16;
+            void *ca = scratch(b, SCR_BF16_A, na * 2), *cb = scratch(b, SCR_BF16_B, nb * 2);
+            k_to_bf16(c->stream, ca, A, 1, 1, (int)na, (int)na, 0, (int)na);
+            k_to_bf16(c->stream, cb, B, 1, 1, (int)nb, (int)nb, 0, (int)nb);
+            a_op = ca, b_op = cb, esz = 2;
+        } else {
+            mode = GEMM_FAST_BF16;
+        }
+    }
+    int al = ptr_align(a_op, sA * esz);
+    int al2 = ptr_align(b_op, sB * esz), al3 = ptr_align(C, sC * 4);
+    if (al2 < al) al = al2;
+    if (al3 < al) al = al3;
+    gemm_key k;
+    memset(&k, 0, sizeof k);
+    k.ta = ta, k.tb = tb, k.M = M, k.N = N, k.K = K, k.lda = lda, k.ldb = ldb, k.ldc = ldc;
+    k.batch = batch, k.bf16 = mode, k.align = al;
+    k.sA = batch > 1 ? sA : 0, k.sB = batch > 1 ? sB : 0, k.sC = batch > 1 ? sC : 0;
+    gemm_plan *p = plan_for(c, &k);
+    CKL(cublasLtMatmul(c->lt, p->op, &alpha, b_op, p->a, a_op, p->b, &beta, C, p->c, C, p->c, &p->algo,
+                       c->workspace, WORKSPACE_BYTES, c->stream));
+}
+
+/* ---- memory ------------------------------------------------------------------------------ */
+
+static void *cuda_alloc(trm_backend *b, size_t bytes) {
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+        cudaGetLastError(); /* clear the sticky-free allocation error */
+        return NULL;
+    }
+    CK(cudaMemsetAsync(p, 0, bytes, CTX(b)->stream));
+    return p;
+}
+static void cuda_free(trm_backend *b, void *p) {
+    if (p) CK(cudaFree(p));
+}
+static void cuda_to_device(trm_backend *b, void *dst, const void *src, size_t n) {
+    if (n) CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, CTX(b)->stream));
+}
+static void cuda_to_host(trm_backend *b, void *dst, const void *src, size_t n) {
+    if (!n) return;
+    CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, CTX(b)->stream));
+    CK(cudaStreamSynchronize(CTX(b)->stream));
+}
+static void cuda_copy(trm_backend *b, void *dst, const void *src, size_t n) {
+    if (n && dst != src) CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, CTX(b)->stream));
+}
+static void cuda_zero(trm_backend *b, void *p, size_t n) {
+    if (n) CK(cudaMemsetAsync(p, 0, n, CTX(b)->stream));
+}
+static void cuda_sync(trm_backend *b) {
+    CK(cudaStreamSynchronize(CTX(b)->stream));
+    CK(cudaGetLastError());
+}
+
+/* Work buffers owned by the backend grow on first use; the compile stage runs one step eagerly
+ * before capturing, so a graph never needs a larger one. */
+static void *scratch(trm_backend *b, int which, size_t bytes) {
+    cuda_ctx *c = CTX(b);
+    scratch_buf *s = &c->scratch[which];
+    if (s->bytes >= bytes) return s->p;
+    if (c->capturing) {
+        fprintf(stderr, "trm: cuda: a work buffer grew while capturing a graph (internal error)\n");
+        exit(1);
+    }
+    if (s->p) {
+        CK(cudaStreamSynchronize(c->stream));
+        CK(cudaFree(s->p));
+    }
+    s->p = NULL;
+    if (cudaMalloc(&s->p, bytes) != cudaSuccess) {
+        size_t fr = 0, tot = 0;
+        cudaGetLastError();
+        cudaMemGetInfo(&fr, &tot);
+        fprintf(stderr, "trm: the GPU is out of memory: a work buffer of %.2f GiB was requested, "
+                        "%.2f GiB of %.2f GiB are free. Lower global_batch_size, use "
+                        "forward_dtype=bfloat16, or lower arch.H_cycles/arch.L_cycles\n",
+                bytes / 1073741824.0, fr / 1073741824.0, tot / 1073741824.0);
+        exit(1);
+    }
+    s->bytes = bytes;
+    return s->p;
+}
+
+/* ---- elementwise and fused ops: thin wrappers over the kernels ------------------------------ */
+
+#define ST(b) (CTX(b)->stream)
+static void cuda_add(trm_backend *b, float *y, const float *x1, const float *x2, size_t n) { k_add(ST(b), y, x1, x2, n); }
+static void cuda_axpy(trm_backend *b, float *y, const float *x, float a, size_t n) { k_axpy(ST(b), y, x, a, n); }
+static void cuda_transpose(trm_backend *b, float *o, const float *i, int bt, int r, int c) { k_transpose(ST(b), o, i, bt, r, c); }
+static void cuda_rmsnorm_fwd(trm_backend *b, float *y, float *rstd, const float *x, const float *res, int rows, int dim, float eps) {
+    k_rmsnorm_fwd(ST(b), y, rstd, x, res, rows, dim, eps);
+}
+static void cuda_rmsnorm_bwd(trm_backend *b, float *dx, const float *dy, const float *y, const float *rstd, int rows, int dim) {
+    k_rmsnorm_bwd(ST(b), dx, dy, y, rstd, rows, dim);
+}
+static void cuda_swiglu_fwd(trm_backend *b, float *o, const float *gu, int rows, int I) { k_swiglu_fwd(ST(b), o, gu, rows, I); }
+static void cuda_swiglu_bwd(trm_backend *b, float *dgu, const float *d, const float *gu, int rows, int I) {
+    k_swiglu_bwd(ST(b), dgu, d, gu, rows, I);
+}
+static void cuda_rope_fwd(trm_backend *b, float *qkv, const float *c, const float *s, int B, int T, int H, int hd) {
+    k_rope(ST(b), qkv, c, s, B, T, H, hd, 0);
+}
+static void cuda_rope_bwd(trm_backend *b, float *dqkv, const float *c, const float *s, int B, int T, int H, int hd) {
+    k_rope(ST(b), dqkv, c, s, B, T, H, hd, 1);
+}
+static void cuda_bias_fwd(trm_backend *b, float *y, const float *bias, int rows, int cols, int ld) {
+    k_bias_fwd(ST(b), y, bias, rows, cols, ld);
+}
+static void cuda_bias_bwd(trm_backend *b, float *db, const float *dy, int rows, int cols, int ld) {
+    k_bias_bwd(ST(b), db, dy, rows, cols, ld);
+}
+
+/* ---- attention: one head at a time, strided-batched over the batch --------------------------
+ * Scores live in a (B, T, T) buffer for one head, so the work memory is B·T² floats, not H
+ * times that; the heads run one after another on the same buffer. */
+
+static void cuda_attention_fwd(trm_backend *b, float *out, float *lse, const float *qkv, int B,
+                               int T, int H, int hd) {
+    if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
+    int64_t TT = (int64_t)T * T;
+    float *S = (float *)scratch(b, SCR_ATT_S, (size_t)B * TT * sizeof(float));
+    int ld = 3 * H * hd, ldo = H * hd;
+    int64_t sq = (int64_t)T * ld, so = (int64_t)T * ldo;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int h = 0; h < H; h++) {
+        cuda_gemm(b, 0, 1, T, T, hd, scale, qkv + h * hd, ld, sq, qkv + (H + h) * hd, ld, sq, 0.0f, S,
+                  T, TT, B);
+        k_softmax_lse(ST(b), S, lse, B, H, T, h);
+        cuda_gemm(b, 0, 0, T, hd, T, 1.0f, S, T, TT, qkv + (2 * H + h) * hd, ld, sq, 0.0f, out + h * hd,
+                  ldo, so, B);
+    }
+}
+
+static void cuda_attention_bwd(trm_backend *b, float *dqkv, const float *dout, const float *qkv,
+                               const float *out, const float *lse, int B, int T, int H, int hd) {
+    if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
+    int64_t TT = (int64_t)T * T;
+    float *P = (float *)scratch(b, SCR_ATT_S, (size_t)B * TT * sizeof(float));
+    float *dP = (float *)scratch(b, SCR_ATT_DP, (size_t)B * TT * sizeof(float));
+    float *dr = (float *)scratch(b, SCR_ATT_DR, (size_t)B * H * T * sizeof(float));
+    int ld = 3 * H * hd, ldo = H * hd;
+    int64_t sq = (int64_t)T * ld, so = (int64_t)T * ldo;
+    float scale = 1.0f / sqrtf((float)hd);
+    k_att_rowdot(ST(b), dr, dout, out, B, T, H, hd);
+    for (int h = 0; h < H; h++) {
+        const float *Q = qkv + h * hd, *K = qkv + (H + h) * hd, *V = qkv + (2 * H + h) * hd;
+        const float *dO = dout + h * hd;
+        cuda_gemm(b, 0, 1, T, T, hd, scale, Q, ld, sq, K, ld, sq, 0.0f, P, T, TT, B);
+        k_exp_lse(ST(b), P, lse, B, H, T, h);
+        /* dV = Pᵀ dO ; dP = dO Vᵀ ; dS = P∘(dP − rowsum) ; dQ = dS K·s ; dK = dSᵀ Q·s */
+        cuda_gemm(b, 1, 0, T, hd, T, 1.0f, P, T, TT, dO, ldo, so, 0.0f, dqkv + (2 * H + h) * hd, ld, sq, B);
+        cuda_gemm(b, 0, 1, T, T, hd, 1.0f, dO, ldo, so, V, ld, sq, 0.0f, dP, T, TT, B);
+        k_att_ds(ST(b), dP, P, dr, B, H, T, h);
+        cuda_gemm(b, 0, 0, T, hd, T, scale, dP, T, TT, K, ld, sq, 0.0f, dqkv + h * hd, ld, sq, B);
+        cuda_gemm(b, 1, 0, T, hd, T, scale, dP, T, TT, Q, ld, sq, 0.0f, dqkv + (H + h) * hd, ld, sq, B);
+    }
+}
+
+/* ---- embeddings, loss, ACT, optimisers ---------------------------------------------------- */
+
+static void cuda_embed_fwd(trm_backend *b, float *out, const trm_embed_args *a) { k_embed_fwd(ST(b), out, a); }
+static void cuda_embed_bwd(trm_backend *b, const float *dout, const trm_embed_args *a, float *d_tok_w,
+                           float *d_pos_w, float *d_puz_rows) {
+    int chunks = k_embed_tok_chunks(a->B * a->S);
+    float *work = d_tok_w ? (float *)scratch(b, SCR_EMBED, (size_t)chunks * a->V * a->D * sizeof(float)) : NULL;
+    k_embed_bwd(ST(b), dout, a, a->V, d_tok_w, d_pos_w, d_puz_rows, work);
+}
+static void cuda_loss_head(trm_backend *b, const trm_loss_args *a) {
+    void *work = scratch(b, SCR_LOSS, (size_t)(a->B > 0 ? a->B : 1) * TRM_NMETRICS * sizeof(double));
+    k_loss_head(ST(b), a, work);
+}
+static void cuda_act_reset(trm_backend *b, int B, int T, int D, int S, const uint8_t *halted, float *zH,
+                           float *zL, const float *H_init, const float *L_init, int32_t *steps,
+                           int32_t *ci, int32_t *cl, int32_t *cp, const int32_t *ni,
+                           const int32_t *nl, const int32_t *np) {
+    k_act_reset(ST(b), B, T, D, S, halted, zH, zL, H_init, L_init, steps, ci, cl, cp, ni, nl, np);
+}
+static void cuda_act_update(trm_backend *b, int B, int32_t *steps, uint8_t *halted, const float *q,
+                            int hmax, int training, int nac, float ep, uint64_t seed,
+                            const uint64_t *rng_step) {
+    k_act_update(ST(b), B, steps, halted, q, hmax, training, nac, ep, seed, rng_step);
+}
+static void cuda_q_target(trm_backend *b, int B, float *t, const float *qn, const int32_t *steps, int hmax) {
+    k_q_target(ST(b), B, t, qn, steps, hmax);
+}
+static void cuda_adam_atan2(trm_backend *b, float *p, const float *g, float *m, float *v, size_t n,
+                            float lr, float wd, float b1, float b2, int64_t t) {
+    k_adam_atan2(ST(b), p, g, m, v, n, lr, wd, b1, b2, t);
+}
+static void cuda_sign_sgd(trm_backend *b, float *w, int ndim, const int32_t *ids, const float *g,
+                          int n, float lr, float wd) {
+    k_sign_sgd_sparse(ST(b), w, ndim, ids, g, n, lr, wd);
+}
+static void cuda_ema(trm_backend *b, float *s, const float *p, size_t n, float rate) { k_ema(ST(b), s, p, n, rate); }
+
+/* ---- graphs (the compile stage) ------------------------------------------------------------ */
+
+static int cuda_capture_begin(trm_backend *b) {
+    cuda_ctx *c = CTX(b);
+    if (c->capturing) return -1;
+    CK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
+    c->capturing = 1;
+    return 0;
+}
+
+static void *cuda_capture_end(trm_backend *b, size_t *nodes) {
+    cuda_ctx *c = CTX(b);
+    cudaGraph_t g = NULL;
+    CK(cudaStreamEndCapture(c->stream, &g));
+    c->capturing = 0;
+    if (nodes) {
+        size_t n = 0;
+        CK(cudaGraphGetNodes(g, NULL, &n));
+        *nodes = n;
+    }
+    cudaGraphExec_t ex = NULL;
+    CK(cudaGraphInstantiate(&ex, g, 0));
+    CK(cudaGraphDestroy(g));
+    CK(cudaGraphUpload(ex, c->stream));
+    return (void *)ex;
+}
+
+static void cuda_graph_launch(trm_backend *b, void *g) {
+    CK(cudaGraphLaunch((cudaGraphExec_t)g, CTX(b)->stream));
+}
+
+static void cuda_graph_destroy(trm_backend *b, void *g) {
+    if (g) CK(cudaGraphExecDestroy((cudaGraphExec_t)g));
+}
+
+static void cuda_mem_info(trm_backend *b, size_t *free_b, size_t *total_b) {
+    size_t f = 0, t = 0;
+    if (cudaMemGetInfo(&f, &t) != cudaSuccess) cudaGetLastError();
+    if (free_b) *free_b = f;
+    if (total_b) *total_b = t;
+}
+
+/* ---- probe, creation, destruction ------------------------------------------------------------ */
+
+static void cuda_destroy(trm_backend *b) {
+    cuda_ctx *c = CTX(b);
+    cudaStreamSynchronize(c->stream);
+    for (int i = 0; i < c->nplans; i++) {
+        cublasLtMatmulDescDestroy(c->plans[i].op);
+        cublasLtMatrixLayoutDestroy(c->plans[i].a);
+        cublasLtMatrixLayoutDestroy(c->plans[i].b);
+        cublasLtMatrixLayoutDestroy(c->plans[i].c);
+    }
+    for (int i = 0; i < SCR_COUNT; i++)
+        if (c->scratch[i].p) cudaFree(c->scratch[i].p);
+    cudaFree(c->workspace);
+    cublasLtDestroy(c->lt);
+    cudaStreamDestroy(c->stream);
+    free(c);
+    free(b);
+}
+
+int trm_cuda_probe(char *desc, size_t desc_len) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        n = 0;
+    }
+    if (desc && desc_len) {
+        desc[0] = 0;
+        size_t off = 0;
+        for (int i = 0; i < n && off < desc_len; i++) {
+            cudaDeviceProp p;
+            if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+            off += (size_t)snprintf(desc + off, desc_len - off, "%scuda:%d %s, %.1f GiB, sm_%d%d, %d SMs",
+                                    i ? "; " : "", i, p.name, p.totalGlobalMem / 1073741824.0,
+                                    p.major, p.minor, p.multiProcessorCount);
+        }
+        if (n == 0) snprintf(desc, desc_len, "no CUDA device (or no driver) found");
+    }
+    return n;
+}
+
+trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
+    int n = trm_cuda_probe(NULL, 0);
+    if (n <= 0) {
+        trm_errf(e, "device=cuda: no CUDA device is visible (driver missing or no GPU)");
+        return NULL;
+    }
+    if (index < 0) index = 0;
+    if (index >= n) {
+        trm_errf(e, "device=cuda:%d: only %d CUDA device%s (cuda:0..cuda:%d)", index, n, n == 1 ? "" : "s", n - 1);
+        return NULL;
+    }
+    cudaError_t r = cudaSetDevice(index);
+    if (r != cudaSuccess) {
+        trm_errf(e, "device=cuda:%d: %s", index, cudaGetErrorString(r));
+        return NULL;
+    }
+    cuda_ctx *c = (cuda_ctx *)xcalloc(1, sizeof *c);
+    c->device = index;
+    if (cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) != cudaSuccess ||
+        cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS ||
+        cudaMalloc(&c->workspace, WORKSPACE_BYTES) != cudaSuccess) {
+        trm_errf(e, "device=cuda:%d: could not create a stream, the cuBLASLt handle or its workspace", index);
+        free(c);
+        return NULL;
+    }
+    cudaDeviceProp p;
+    cudaGetDeviceProperties(&p, index);
+    snprintf(c->name, sizeof c->name, "%s", p.name);
+
+    trm_backend *b = (trm_backend *)xcalloc(1, sizeof *b);
+    trm_caps caps = TRM_CAPS_CUDA;
+    b->name = "cuda";
+    b->caps = caps;
+    b->ctx = c;
+    b->destroy = cuda_destroy;
+    b->alloc = cuda_alloc;
+    b->free = cuda_free;
+    b->to_device = cuda_to_device;
+    b->to_host = cuda_to_host;
+    b->copy = cuda_copy;
+    b->zero = cuda_zero;
+    b->sync = cuda_sync;
+    b->gemm = cuda_gemm;
+    b->add = cuda_add;
+    b->axpy = cuda_axpy;
+    b->transpose = cuda_transpose;
+    b->rmsnorm_fwd = cuda_rmsnorm_fwd;
+    b->rmsnorm_bwd = cuda_rmsnorm_bwd;
+    b->swiglu_fwd = cuda_swiglu_fwd;
+    b->swiglu_bwd = cuda_swiglu_bwd;
+    b->rope_fwd = cuda_rope_fwd;
+    b->rope_bwd = cuda_rope_bwd;
+    b->attention_fwd = cuda_attention_fwd;
+    b->attention_bwd = cuda_attention_bwd;
+    b->bias_fwd = cuda_bias_fwd;
+    b->bias_bwd = cuda_bias_bwd;
+    b->embed_fwd = cuda_embed_fwd;
+    b->embed_bwd = cuda_embed_bwd;
+    b->loss_head = cuda_loss_head;
+    b->act_reset = cuda_act_reset;
+    b->act_update = cuda_act_update;
+    b->q_target = cuda_q_target;
+    b->adam_atan2 = cuda_adam_atan2;
+    b->sign_sgd_sparse = cuda_sign_sgd;
+    b->ema = cuda_ema;
+    b->capture_begin = cuda_capture_begin;
+    b->capture_end = cuda_capture_end;
+    b->graph_launch = cuda_graph_launch;
+    b->graph_destroy = cuda_graph_destroy;
+    b->mem_info = cuda_mem_info;
+    return b;
+}
