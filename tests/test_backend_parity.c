@@ -1,0 +1,1122 @@
+/* test_backend_parity.c — a device backend (env TRM_TEST_BACKEND, default cuda) against the
+ * cpu reference: every op of trm/backend.h run on both with the same random inputs, float
+ * outputs compared relative to the largest reference value, integers and bytes exactly.
+ * Outputs an op fully writes are poisoned (NaN, 0xA5 bytes) on the device first, so an
+ * element it skips fails; a captured graph must replay like the ops run eagerly. Exits 77
+ * (ctest: skipped) when the backend is not compiled in or sees no device.
+ * TRM_TEST_BACKEND=cpu runs cpu against a second cpu instance. */
+#define _POSIX_C_SOURCE 200809L
+#include <check.h>
+
+#include "check_main.h"
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backend.h"
+
+#define TOL 1e-5        /* fp32: max|Δ| / max|ref| */
+#define TOL_GRAD 1e-4   /* attention backward and loss gradients */
+#define TOL_BF16 2e-2   /* GEMM with bf16 operands */
+#define TOL_METRIC 1e-6 /* loss-head metrics (doubles), relative per metric */
+
+/* ---- host helpers ------------------------------------------------------------------------ */
+
+typedef struct {
+    uint64_t s;
+} tr_rng;
+
+static double tr_uniform(tr_rng *r) { /* splitmix64 → [0, 1) */
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1.0p-53;
+}
+
+static float *frand(tr_rng *r, size_t n, double lo, double hi) {
+    float *x = malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * tr_uniform(r));
+    return x;
+}
+
+static int32_t *irand(tr_rng *r, size_t n, int lo, int hi) { /* uniform in [lo, hi) */
+    int32_t *x = malloc((n ? n : 1) * sizeof(int32_t));
+    for (size_t i = 0; i < n; i++) x[i] = lo + (int32_t)(tr_uniform(r) * (hi - lo));
+    return x;
+}
+
+static uint8_t *brand(tr_rng *r, size_t n) { /* random 0/1 */
+    uint8_t *x = malloc(n ? n : 1);
+    for (size_t i = 0; i < n; i++) x[i] = tr_uniform(r) < 0.5;
+    return x;
+}
+
+static void *dup_host(const void *p, size_t bytes) {
+    void *q = malloc(bytes ? bytes : 1);
+    if (bytes) memcpy(q, p, bytes);
+    return q;
+}
+
+/* ---- the backend pair and device memory -------------------------------------------------- */
+
+static const char *dev_name(void) {
+    const char *s = getenv("TRM_TEST_BACKEND");
+    return s && *s ? s : "cuda";
+}
+
+typedef struct {
+    trm_backend *ref, *dev;
+} pair;
+
+/* Opened inside each test (Check forks per test; a GPU context must not cross a fork). */
+static pair open_pair(void) {
+    trm_err e = {{0}};
+    const trm_backend_entry *en = trm_backend_find(dev_name());
+    ck_assert_ptr_nonnull(en);
+    pair p = {trm_cpu_backend_create(-1, &e), NULL};
+    ck_assert_msg(p.ref != NULL, "cpu: %s", e.msg);
+    p.dev = en->create(-1, &e);
+    ck_assert_msg(p.dev != NULL, "%s: %s", dev_name(), e.msg);
+    p.ref->use_bf16 = p.dev->use_bf16 = 0;
+    return p;
+}
+
+static void close_pair(pair *p) {
+    p->dev->destroy(p->dev);
+    p->ref->destroy(p->ref);
+}
+
+/* The device buffers of one op call, freed together. */
+typedef struct {
+    trm_backend *b;
+    void *p[16];
+    int n;
+} dmem;
+
+static void *dm_alloc(dmem *m, size_t bytes) {
+    ck_assert_int_lt(m->n, 16);
+    void *p = m->b->alloc(m->b, bytes ? bytes : 1);
+    ck_assert_ptr_nonnull(p);
+    return m->p[m->n++] = p;
+}
+
+/* A fresh device buffer holding host[0, bytes); NULL stays NULL. */
+static void *up(dmem *m, const void *host, size_t bytes) {
+    if (!host) return NULL;
+    void *p = dm_alloc(m, bytes);
+    if (bytes) m->b->to_device(m->b, p, host, bytes);
+    return p;
+}
+
+/* An output of n floats the op must fully write: NaN until it does. */
+static float *nan_buf(dmem *m, size_t n) {
+    float *h = calloc(n ? n : 1, sizeof(float));
+    for (size_t i = 0; i < n; i++) h[i] = NAN;
+    float *d = up(m, h, n * sizeof(float));
+    free(h);
+    return d;
+}
+
+/* An integer or byte output the op must fully write: 0xA5 bytes until it does. */
+static void *junk_buf(dmem *m, size_t bytes) {
+    void *h = calloc(bytes ? bytes : 1, 1);
+    memset(h, 0xA5, bytes);
+    void *d = up(m, h, bytes);
+    free(h);
+    return d;
+}
+
+static void down(dmem *m, void *host, const void *dev, size_t bytes) {
+    m->b->sync(m->b);
+    if (bytes) m->b->to_host(m->b, host, dev, bytes);
+}
+
+static void dm_free(dmem *m) {
+    for (int i = 0; i < m->n; i++) m->b->free(m->b, m->p[i]);
+    m->n = 0;
+}
+
+/* ---- comparisons ------------------------------------------------------------------------- */
+
+/* max|got − want| ≤ tol·max|want| (tol 0: bit-for-bit equal values); NaN or inf fails. */
+static void expect_rel(const char *what, const float *got, const float *want, size_t n,
+                       double tol) {
+    double mx = 0, worst = 0;
+    size_t wi = 0;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_msg(isfinite(want[i]), "%s: reference [%zu] is %g", what, i, want[i]);
+        if (fabs(want[i]) > mx) mx = fabs(want[i]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        if (!isfinite(d)) {
+            worst = INFINITY, wi = i;
+            break;
+        }
+        if (d > worst) worst = d, wi = i;
+    }
+    double scale = mx > 0 ? mx : 1;
+    ck_assert_msg(worst <= tol * scale,
+                  "%s: [%zu] got %.9g, want %.9g; max|diff|/max|ref| = %.3g > %.1g (n=%zu)",
+                  what, wi, n ? got[wi] : 0.0, n ? want[wi] : 0.0, worst / scale, tol, n);
+}
+
+static void expect_i32(const char *what, const int32_t *got, const int32_t *want, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(got[i] == want[i], "%s: [%zu] got %d, want %d", what, i, got[i], want[i]);
+}
+
+static void expect_u8(const char *what, const uint8_t *got, const uint8_t *want, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(got[i] == want[i], "%s: [%zu] got %d, want %d", what, i, got[i], want[i]);
+}
+
+/* ---- memory ------------------------------------------------------------------------------ */
+
+START_TEST(test_memory) {
+    pair p = open_pair();
+    trm_backend *b = p.dev;
+    tr_rng r = {1};
+    enum { N = 1037 };
+    float *h = frand(&r, N, -1, 1);
+    float back[N];
+    float *d = b->alloc(b, N * sizeof(float)), *d2 = b->alloc(b, N * sizeof(float));
+    ck_assert_ptr_nonnull(d);
+    ck_assert_ptr_nonnull(d2);
+    b->sync(b);
+    b->to_host(b, back, d, sizeof back);
+    for (int i = 0; i < N; i++) ck_assert_msg(back[i] == 0.0f, "alloc not zero-filled at %d", i);
+    b->to_device(b, d, h, sizeof back);
+    b->copy(b, d2, d, sizeof back);
+    b->zero(b, d + 3, 101 * sizeof(float));
+    b->sync(b);
+    b->to_host(b, back, d2, sizeof back);
+    expect_rel("copy", back, h, N, 0);
+    b->to_host(b, back, d, sizeof back);
+    for (int i = 0; i < N; i++) ck_assert_float_eq(back[i], i >= 3 && i < 104 ? 0.0f : h[i]);
+    b->free(b, d);
+    b->free(b, d2);
+    free(h);
+    if (b->mem_info) { /* optional */
+        size_t fr = 0, tot = 0;
+        b->mem_info(b, &fr, &tot);
+        ck_assert_msg(tot > 0 && fr <= tot, "mem_info: %zu free of %zu", fr, tot);
+    }
+    close_pair(&p);
+}
+END_TEST
+
+/* ---- GEMM -------------------------------------------------------------------------------- */
+
+typedef struct {
+    int ta, tb, M, N, K, lda, ldb, ldc, batch;
+    int64_t sA, sB, sC;
+    float alpha, beta;
+} gemm_case;
+
+/* Leading dimensions `pad` beyond the minimum; matrices `gap` elements apart in a batch. */
+static gemm_case gc(int ta, int tb, int M, int N, int K, int pad, int batch, int gap, float alpha,
+                    float beta) {
+    gemm_case g = {ta, tb, M, N, K, (ta ? M : K) + pad, (tb ? K : N) + pad, N + pad, batch,
+                   0, 0, 0, alpha, beta};
+    g.sA = (int64_t)(ta ? K : M) * g.lda + gap;
+    g.sB = (int64_t)(tb ? N : K) * g.ldb + gap;
+    g.sC = (int64_t)M * g.ldc + gap;
+    return g;
+}
+
+static size_t span(int rows, int ld, int64_t stride, int batch) {
+    return (size_t)(batch - 1) * (size_t)stride + (size_t)rows * ld;
+}
+
+static void run_gemm(trm_backend *b, const gemm_case *g, const float *A, size_t nA,
+                     const float *B, size_t nB, float *C, size_t nC) {
+    dmem m = {.b = b};
+    float *dC = up(&m, C, nC * sizeof(float));
+    b->gemm(b, g->ta, g->tb, g->M, g->N, g->K, g->alpha, up(&m, A, nA * sizeof(float)), g->lda,
+            g->sA, up(&m, B, nB * sizeof(float)), g->ldb, g->sB, g->beta, dC, g->ldc, g->sC,
+            g->batch);
+    down(&m, C, dC, nC * sizeof(float));
+    dm_free(&m);
+}
+
+/* C's padding (columns ≥ N, gaps between matrices) is random and must come back untouched;
+ * with beta = 0 the M×N blocks start as NaN (BLAS: C is not read then). */
+static void gemm_check(pair *p, gemm_case g, tr_rng *r, double tol) {
+    size_t nA = span(g.ta ? g.K : g.M, g.lda, g.sA, g.batch);
+    size_t nB = span(g.tb ? g.N : g.K, g.ldb, g.sB, g.batch), nC = span(g.M, g.ldc, g.sC, g.batch);
+    float *A = frand(r, nA, -1, 1), *B = frand(r, nB, -1, 1), *C = frand(r, nC, -1, 1);
+    if (g.beta == 0.0f)
+        for (int i = 0; i < g.batch; i++)
+            for (int row = 0; row < g.M; row++)
+                for (int c = 0; c < g.N; c++) C[i * g.sC + (int64_t)row * g.ldc + c] = NAN;
+    float *Cd = dup_host(C, nC * sizeof(float));
+    run_gemm(p->ref, &g, A, nA, B, nB, C, nC);
+    run_gemm(p->dev, &g, A, nA, B, nB, Cd, nC);
+    char what[128];
+    snprintf(what, sizeof what, "gemm%s ta=%d tb=%d %dx%dx%d ld=%d,%d,%d s=%lld,%lld,%lld b=%d",
+             p->dev->use_bf16 ? " bf16" : "", g.ta, g.tb, g.M, g.N, g.K, g.lda, g.ldb, g.ldc,
+             (long long)g.sA, (long long)g.sB, (long long)g.sC, g.batch);
+    expect_rel(what, Cd, C, nC, tol);
+    free(A);
+    free(B);
+    free(C);
+    free(Cd);
+}
+
+static void gemm_all(pair *p, double tol) {
+    tr_rng r = {2};
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            gemm_check(p, gc(ta, tb, 37, 45, 29, 3, 1, 0, 0.7f, -0.3f), &r, tol);
+            gemm_check(p, gc(ta, tb, 37, 45, 29, 5, 3, 11, 0.7f, -0.3f), &r, tol);
+            gemm_case bc = gc(ta, tb, 33, 19, 70, 2, 4, 7, 1.3f, 0.0f);
+            bc.sB = 0; /* one B broadcast over the batch */
+            gemm_check(p, bc, &r, tol);
+            gemm_check(p, gc(ta, tb, 1, 45, 29, 1, 2, 3, 1.0f, 1.0f), &r, tol);
+            gemm_check(p, gc(ta, tb, 2 * 97, 512, 512, 0, 1, 0, 1.0f, ta ? 1.0f : 0.0f), &r, tol);
+        }
+    /* as the model calls it: q head reading row 0 of each sample (lda = T·D), attention-like
+     * batches of heads, and a weight gradient accumulated over rows */
+    gemm_check(p, gc(0, 1, 16, 2, 512, 96 * 512, 1, 0, 1.0f, 0.0f), &r, tol);
+    gemm_check(p, gc(0, 1, 97, 97, 64, 3 * 4 * 64 - 64, 8, 64, 0.125f, 0.0f), &r, tol);
+    gemm_check(p, gc(1, 0, 512, 1536, 2 * 97, 0, 1, 0, 1.0f, 1.0f), &r, tol);
+}
+
+START_TEST(test_gemm_fp32) {
+    pair p = open_pair();
+    gemm_all(&p, TOL);
+    close_pair(&p);
+}
+END_TEST
+
+START_TEST(test_gemm_bf16) {
+    pair p = open_pair();
+    p.dev->use_bf16 = 1; /* the reference stays fp32 */
+    gemm_all(&p, TOL_BF16);
+    close_pair(&p);
+}
+END_TEST
+
+/* ---- elementwise ------------------------------------------------------------------------- */
+
+static void run_add_axpy(trm_backend *b, float *y, float *z, const float *x1, const float *x2,
+                         size_t n) { /* y = x1 + x2; z −= 0.37·x1 (z in/out) */
+    dmem m = {.b = b};
+    float *dy = nan_buf(&m, n), *dz = up(&m, z, n * sizeof(float));
+    const float *d1 = up(&m, x1, n * sizeof(float)), *d2 = up(&m, x2, n * sizeof(float));
+    b->add(b, dy, d1, d2, n);
+    b->axpy(b, dz, d1, -0.37f, n);
+    down(&m, y, dy, n * sizeof(float));
+    down(&m, z, dz, n * sizeof(float));
+    dm_free(&m);
+}
+
+static void run_transpose(trm_backend *b, float *out, const float *in, int B, int R, int C) {
+    dmem m = {.b = b};
+    size_t n = (size_t)B * R * C;
+    float *d = nan_buf(&m, n);
+    b->transpose(b, d, up(&m, in, n * sizeof(float)), B, R, C);
+    down(&m, out, d, n * sizeof(float));
+    dm_free(&m);
+}
+
+START_TEST(test_add_axpy_transpose) {
+    pair p = open_pair();
+    tr_rng r = {3};
+    size_t sizes[] = {1, 1001, 2 * 97 * 512 + 3};
+    for (int k = 0; k < 3; k++) {
+        size_t n = sizes[k], bytes = n * sizeof(float);
+        float *x1 = frand(&r, n, -3, 3), *x2 = frand(&r, n, -3, 3), *z = frand(&r, n, -3, 3);
+        float *yr = malloc(bytes), *yd = malloc(bytes), *zd = dup_host(z, bytes);
+        run_add_axpy(p.ref, yr, z, x1, x2, n);
+        run_add_axpy(p.dev, yd, zd, x1, x2, n);
+        expect_rel("add", yd, yr, n, 0); /* one correctly rounded add: exact */
+        expect_rel("axpy", zd, z, n, TOL);
+        free(x1), free(x2), free(z), free(yr), free(yd), free(zd);
+    }
+    int dims[][3] = {{3, 37, 45}, {1, 1, 77}, {2, 77, 1}, {8, 97, 64}, {2, 194, 512}};
+    for (int k = 0; k < 5; k++) {
+        int B = dims[k][0], R = dims[k][1], C = dims[k][2];
+        size_t n = (size_t)B * R * C;
+        float *in = frand(&r, n, -1, 1), *o1 = malloc(n * sizeof(float)),
+              *o2 = malloc(n * sizeof(float));
+        run_transpose(p.ref, o1, in, B, R, C);
+        run_transpose(p.dev, o2, in, B, R, C);
+        expect_rel("transpose", o2, o1, n, 0);
+        free(in), free(o1), free(o2);
+    }
+    close_pair(&p);
+}
+END_TEST
+
+/* ---- RMS norm and SwiGLU ----------------------------------------------------------------- */
+
+static void run_rms(trm_backend *b, float *y, float *rstd, float *dx, const float *x,
+                    const float *res, const float *dy, int rows, int dim) {
+    dmem m = {.b = b};
+    size_t n = (size_t)rows * dim;
+    float *dY = nan_buf(&m, n), *dR = nan_buf(&m, (size_t)rows), *dX = nan_buf(&m, n);
+    b->rmsnorm_fwd(b, dY, dR, up(&m, x, n * sizeof(float)),
+                   up(&m, res, res ? n * sizeof(float) : 0), rows, dim, 1e-5f);
+    down(&m, y, dY, n * sizeof(float));
+    down(&m, rstd, dR, (size_t)rows * sizeof(float));
+    b->rmsnorm_bwd(b, dX, up(&m, dy, n * sizeof(float)), dY, dR, rows, dim);
+    down(&m, dx, dX, n * sizeof(float));
+    dm_free(&m);
+}
+
+START_TEST(test_rmsnorm) {
+    pair p = open_pair();
+    tr_rng r = {4};
+    int dims[][2] = {{1, 37}, {45, 45}, {2 * 97, 512}, {3, 1000}};
+    for (int k = 0; k < 8; k++) {
+        int rows = dims[k / 2][0], dim = dims[k / 2][1], with_res = k % 2;
+        size_t n = (size_t)rows * dim, bytes = n * sizeof(float);
+        float *x = frand(&r, n, -2, 2), *res = with_res ? frand(&r, n, -2, 2) : NULL;
+        float *dy = frand(&r, n, -1, 1);
+        float *y[2] = {malloc(bytes), malloc(bytes)}, *dx[2] = {malloc(bytes), malloc(bytes)};
+        float *rs[2] = {malloc((size_t)rows * sizeof(float)), malloc((size_t)rows * sizeof(float))};
+        run_rms(p.ref, y[0], rs[0], dx[0], x, res, dy, rows, dim);
+        run_rms(p.dev, y[1], rs[1], dx[1], x, res, dy, rows, dim);
+        char what[64];
+        snprintf(what, sizeof what, "rmsnorm %dx%d res=%d", rows, dim, with_res);
+        expect_rel(what, y[1], y[0], n, TOL);
+        expect_rel(what, rs[1], rs[0], (size_t)rows, TOL);
+        expect_rel(what, dx[1], dx[0], n, TOL);
+        free(x), free(res), free(dy);
+        for (int i = 0; i < 2; i++) free(y[i]), free(dx[i]), free(rs[i]);
+    }
+    close_pair(&p);
+}
+END_TEST
+
+static void run_swiglu(trm_backend *b, float *out, float *dgu, const float *gu, const float *dout,
+                       int rows, int I) {
+    dmem m = {.b = b};
+    size_t n = (size_t)rows * I;
+    float *dO = nan_buf(&m, n), *dG = nan_buf(&m, 2 * n);
+    const float *dgu_in = up(&m, gu, 2 * n * sizeof(float));
+    b->swiglu_fwd(b, dO, dgu_in, rows, I);
+    b->swiglu_bwd(b, dG, up(&m, dout, n * sizeof(float)), dgu_in, rows, I);
+    down(&m, out, dO, n * sizeof(float));
+    down(&m, dgu, dG, 2 * n * sizeof(float));
+    dm_free(&m);
+}
+
+START_TEST(test_swiglu) {
+    pair p = open_pair();
+    tr_rng r = {5};
+    int dims[][2] = {{1, 37}, {45, 77}, {2 * 97, 1536}};
+    for (int k = 0; k < 3; k++) {
+        int rows = dims[k][0], I = dims[k][1];
+        size_t n = (size_t)rows * I;
+        float *gu = frand(&r, 2 * n, -6, 6), *dout = frand(&r, n, -1, 1);
+        float *o[2] = {malloc(n * sizeof(float)), malloc(n * sizeof(float))};
+        float *g[2] = {malloc(2 * n * sizeof(float)), malloc(2 * n * sizeof(float))};
+        for (int s = 0; s < 2; s++) run_swiglu(s ? p.dev : p.ref, o[s], g[s], gu, dout, rows, I);
+        expect_rel("swiglu_fwd", o[1], o[0], n, TOL);
+        expect_rel("swiglu_bwd", g[1], g[0], 2 * n, TOL);
+        free(gu), free(dout);
+        for (int s = 0; s < 2; s++) free(o[s]), free(g[s]);
+    }
+    close_pair(&p);
+}
+END_TEST
+
+/* ---- RoPE and attention ------------------------------------------------------------------ */
+
+static void run_rope(trm_backend *b, float *qkv, const float *cs, const float *sn, int B, int T,
+                     int H, int hd, int bwd) {
+    dmem m = {.b = b};
+    size_t n = (size_t)B * T * 3 * H * hd, nt = (size_t)T * hd * sizeof(float);
+    float *d = up(&m, qkv, n * sizeof(float));
+    if (bwd)
+        b->rope_bwd(b, d, up(&m, cs, nt), up(&m, sn, nt), B, T, H, hd);
+    else
+        b->rope_fwd(b, d, up(&m, cs, nt), up(&m, sn, nt), B, T, H, hd);
+    down(&m, qkv, d, n * sizeof(float));
+    dm_free(&m);
+}
+
+START_TEST(test_rope) {
+    pair p = open_pair();
+    tr_rng r = {6};
+    int dims[][4] = {{3, 37, 2, 64}, {3, 37, 2, 16}, {1, 1, 1, 16}, {2, 97, 8, 64}};
+    for (int k = 0; k < 4; k++) {
+        int B = dims[k][0], T = dims[k][1], H = dims[k][2], hd = dims[k][3];
+        size_t n = (size_t)B * T * 3 * H * hd, bytes = n * sizeof(float);
+        float *cs = frand(&r, (size_t)T * hd, -1, 1), *sn = frand(&r, (size_t)T * hd, -1, 1);
+        float *x = frand(&r, n, -2, 2);
+        for (int bwd = 0; bwd < 2; bwd++) {
+            float *xr = dup_host(x, bytes), *xd = dup_host(x, bytes);
+            run_rope(p.ref, xr, cs, sn, B, T, H, hd, bwd);
+            run_rope(p.dev, xd, cs, sn, B, T, H, hd, bwd);
+            ck_assert_msg(memcmp(xr, x, bytes) != 0, "rope left q and k unrotated");
+            char what[64];
+            snprintf(what, sizeof what, "rope_%s B=%d T=%d H=%d hd=%d", bwd ? "bwd" : "fwd", B, T,
+                     H, hd);
+            expect_rel(what, xd, xr, n, TOL); /* v parts included: both leave them alone */
+            free(xr), free(xd);
+        }
+        free(cs), free(sn), free(x);
+    }
+    close_pair(&p);
+}
+END_TEST
+
+static void run_att_fwd(trm_backend *b, float *out, float *lse, const float *qkv, int B, int T,
+                        int H, int hd) {
+    dmem m = {.b = b};
+    size_t no = (size_t)B * T * H * hd, nl = (size_t)B * H * T;
+    float *dO = nan_buf(&m, no), *dL = nan_buf(&m, nl);
+    b->attention_fwd(b, dO, dL, up(&m, qkv, 3 * no * sizeof(float)), B, T, H, hd);
+    down(&m, out, dO, no * sizeof(float));
+    down(&m, lse, dL, nl * sizeof(float));
+    dm_free(&m);
+}
+
+static void run_att_bwd(trm_backend *b, float *dqkv, const float *dout, const float *qkv,
+                        const float *out, const float *lse, int B, int T, int H, int hd) {
+    dmem m = {.b = b};
+    size_t no = (size_t)B * T * H * hd, nl = (size_t)B * H * T;
+    float *d = nan_buf(&m, 3 * no);
+    b->attention_bwd(b, d, up(&m, dout, no * sizeof(float)), up(&m, qkv, 3 * no * sizeof(float)),
+                     up(&m, out, no * sizeof(float)), up(&m, lse, nl * sizeof(float)), B, T, H, hd);
+    down(&m, dqkv, d, 3 * no * sizeof(float));
+    dm_free(&m);
+}
+
+START_TEST(test_attention) {
+    pair p = open_pair();
+    tr_rng r = {7};
+    int dims[][4] = {{2, 97, 4, 64}, {1, 300, 2, 64}, {3, 37, 2, 16}, {2, 1, 3, 16}};
+    for (int k = 0; k < 4; k++) {
+        int B = dims[k][0], T = dims[k][1], H = dims[k][2], hd = dims[k][3];
+        size_t no = (size_t)B * T * H * hd, nl = (size_t)B * H * T;
+        float *qkv = frand(&r, 3 * no, -2, 2), *dout = frand(&r, no, -1, 1);
+        float *o[2], *l[2], *g[2];
+        for (int s = 0; s < 2; s++) {
+            o[s] = malloc(no * sizeof(float)), l[s] = malloc(nl * sizeof(float));
+            g[s] = malloc(3 * no * sizeof(float));
+            run_att_fwd(s ? p.dev : p.ref, o[s], l[s], qkv, B, T, H, hd);
+        }
+        /* the backward of both sides from the reference forward's out and lse */
+        for (int s = 0; s < 2; s++)
+            run_att_bwd(s ? p.dev : p.ref, g[s], dout, qkv, o[0], l[0], B, T, H, hd);
+        char what[64];
+        snprintf(what, sizeof what, "attention B=%d T=%d H=%d hd=%d", B, T, H, hd);
+        expect_rel(what, o[1], o[0], no, TOL);
+        expect_rel(what, l[1], l[0], nl, TOL);
+        expect_rel(what, g[1], g[0], 3 * no, TOL_GRAD);
+        free(qkv), free(dout);
+        for (int s = 0; s < 2; s++) free(o[s]), free(l[s]), free(g[s]);
+    }
+    close_pair(&p);
+}
+END_TEST
+
+/* ---- bias -------------------------------------------------------------------------------- */
+
+static void run_bias(trm_backend *b, float *y, float *dbias, const float *bias, const float *dy,
+                     int rows, int cols, int ld) {
+    dmem m = {.b = b};
+    size_t n = (size_t)rows * ld;
+    float *dY = up(&m, y, n * sizeof(float)), *dB = up(&m, dbias, (size_t)cols * sizeof(float));
+    b->bias_fwd(b, dY, up(&m, bias, (size_t)cols * sizeof(float)), rows, cols, ld);
+    b->bias_bwd(b, dB, up(&m, dy, n * sizeof(float)), rows, cols, ld);
+    down(&m, y, dY, n * sizeof(float));
+    down(&m, dbias, dB, (size_t)cols * sizeof(float));
+    dm_free(&m);
+}
+
+START_TEST(test_bias) {
+    pair p = open_pair();
+    tr_rng r = {8};
+    int dims[][3] = {{1, 37, 40}, {37, 45, 50}, {97, 2, 2}, {2 * 97, 1536, 1600}};
+    for (int k = 0; k < 4; k++) {
+        int rows = dims[k][0], cols = dims[k][1], ld = dims[k][2];
+        size_t n = (size_t)rows * ld, nb = (size_t)cols * sizeof(float);
+        float *y = frand(&r, n, -1, 1), *bias = frand(&r, (size_t)cols, -1, 1);
+        float *dy = frand(&r, n, -1, 1), *db = frand(&r, (size_t)cols, -1, 1); /* += into db */
+        float *yd = dup_host(y, n * sizeof(float)), *dbd = dup_host(db, nb);
+        run_bias(p.ref, y, db, bias, dy, rows, cols, ld);
+        run_bias(p.dev, yd, dbd, bias, dy, rows, cols, ld);
+        expect_rel("bias_fwd (padding untouched)", yd, y, n, TOL);
+        expect_rel("bias_bwd", dbd, db, (size_t)cols, TOL);
+        free(y), free(bias), free(dy), free(db), free(yd), free(dbd);
+    }
+    close_pair(&p);
+}
+END_TEST
+
+/* ---- embeddings -------------------------------------------------------------------------- */
+
+/* Forward, then backward into d_tok_w / d_pos_w (accumulated: in/out) and d_puz_rows. */
+static void run_embed(trm_backend *b, const trm_embed_args *h, int V, int nid, const float *dout,
+                      float *out, float *dtok, float *dpos, float *dpuz) {
+    dmem m = {.b = b};
+    int T = h->P + h->S;
+    size_t no = (size_t)h->B * T * h->D, f = sizeof(float);
+    trm_embed_args a = *h;
+    a.tokens = up(&m, h->tokens, (size_t)h->B * h->S * sizeof(int32_t));
+    a.tok_w = up(&m, h->tok_w, (size_t)V * h->D * f);
+    a.puzzle_ids = up(&m, h->puzzle_ids, (size_t)h->B * sizeof(int32_t));
+    a.puz_w = up(&m, h->puz_w, (size_t)nid * h->ndim * f);
+    a.pos_w = up(&m, h->pos_w, (size_t)T * h->D * f);
+    float *dO = nan_buf(&m, no);
+    b->embed_fwd(b, dO, &a);
+    down(&m, out, dO, no * f);
+    float *dT = up(&m, dtok, (size_t)V * h->D * f), *dP = up(&m, dpos, (size_t)T * h->D * f);
+    float *dZ = h->ndim > 0 ? nan_buf(&m, (size_t)h->B * h->ndim) : NULL;
+    b->embed_bwd(b, up(&m, dout, no * f), &a, dT, dP, dZ);
+    down(&m, dtok, dT, (size_t)V * h->D * f);
+    if (dpos) down(&m, dpos, dP, (size_t)T * h->D * f);
+    if (dZ) down(&m, dpuz, dZ, (size_t)h->B * h->ndim * f);
+    dm_free(&m);
+}
+
+static void embed_check(pair *p, tr_rng *r, int B, int S, int P, int D, int V, int nid, int ndim,
+                        int pos) {
+    int T = P + S;
+    size_t no = (size_t)B * T * D, nt = (size_t)V * D, np = (size_t)T * D, nz = (size_t)B * ndim;
+    trm_embed_args a = {.B = B, .S = S, .P = P, .D = D, .ndim = ndim, .scale = sqrtf((float)D),
+                        .V = V};
+    int32_t *tok = irand(r, (size_t)B * S, 0, V), *pid = ndim ? irand(r, (size_t)B, 0, nid) : NULL;
+    float *tw = frand(r, nt, -1, 1), *pw = ndim ? frand(r, (size_t)nid * ndim, -1, 1) : NULL;
+    float *posw = pos ? frand(r, np, -1, 1) : NULL, *dout = frand(r, no, -1, 1);
+    a.tokens = tok, a.tok_w = tw, a.puzzle_ids = pid, a.puz_w = pw, a.pos_w = posw;
+    float *out[2], *dt[2], *dp[2] = {NULL, NULL}, *dz[2];
+    float *dt0 = frand(r, nt, -1, 1), *dp0 = frand(r, np, -1, 1);
+    for (int s = 0; s < 2; s++) {
+        out[s] = malloc(no * sizeof(float)), dz[s] = malloc((nz ? nz : 1) * sizeof(float));
+        dt[s] = dup_host(dt0, nt * sizeof(float));
+        if (pos) dp[s] = dup_host(dp0, np * sizeof(float));
+        run_embed(s ? p->dev : p->ref, &a, V, nid, dout, out[s], dt[s], dp[s], dz[s]);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "embed B=%d S=%d P=%d D=%d ndim=%d pos=%d", B, S, P, D, ndim, pos);
+    expect_rel(what, out[1], out[0], no, TOL);
+    expect_rel(what, dt[1], dt[0], nt, TOL);
+    if (pos) expect_rel(what, dp[1], dp[0], np, TOL);
+    if (ndim) expect_rel(what, dz[1], dz[0], nz, TOL);
+    free(tok), free(pid), free(tw), free(pw), free(posw), free(dout), free(dt0), free(dp0);
+    for (int s = 0; s < 2; s++) free(out[s]), free(dt[s]), free(dp[s]), free(dz[s]);
+}
+
+START_TEST(test_embed) {
+    pair p = open_pair();
+    tr_rng r = {9};
+    for (int pos = 0; pos < 2; pos++) {
+        embed_check(&p, &r, 3, 37, 2, 40, 13, 7, 2 * 40 - 7, pos); /* ndim < P·D */
+        embed_check(&p, &r, 3, 37, 2, 40, 13, 7, 2 * 40, pos);     /* ndim = P·D */
+        embed_check(&p, &r, 1, 1, 1, 40, 3, 2, 40, pos);
+        embed_check(&p, &r, 3, 37, 0, 40, 13, 0, 0, pos);          /* no puzzle embedding */
+        embed_check(&p, &r, 6, 81, 16, 512, 12, 50, 512, pos);
+    }
+    close_pair(&p);
+}
+END_TEST
+
+/* ---- loss head --------------------------------------------------------------------------- */
+
+/* Host-valued args in; dlogits / dq / preds (NULL: not asked for) out; metrics in/out. */
+static void run_loss(trm_backend *b, const trm_loss_args *h, float *dlogits, float *dq,
+                     int32_t *preds, double *metrics) {
+    dmem m = {.b = b};
+    size_t rows = (size_t)h->B * h->S, nl = (size_t)h->B * (h->P + h->S) * h->V;
+    size_t f = sizeof(float), B = (size_t)h->B;
+    trm_loss_args a = *h;
+    a.logits = up(&m, h->logits, nl * f);
+    a.labels = up(&m, h->labels, rows * sizeof(int32_t));
+    a.q = up(&m, h->q, 2 * B * f);
+    a.q_target = up(&m, h->q_target, B * f);
+    a.halted = up(&m, h->halted, B);
+    a.steps = up(&m, h->steps, B * sizeof(int32_t));
+    a.dlogits = dlogits ? nan_buf(&m, nl) : NULL;
+    a.dq = dq ? nan_buf(&m, 2 * B) : NULL;
+    a.preds = preds ? junk_buf(&m, rows * sizeof(int32_t)) : NULL;
+    a.metrics = up(&m, metrics, TRM_NMETRICS * sizeof(double));
+    b->loss_head(b, &a);
+    if (dlogits) down(&m, dlogits, a.dlogits, nl * f);
+    if (dq) down(&m, dq, a.dq, 2 * B * f);
+    if (preds) down(&m, preds, a.preds, rows * sizeof(int32_t));
+    down(&m, metrics, a.metrics, TRM_NMETRICS * sizeof(double));
+    dm_free(&m);
+}
+
+static int argmax(const float *x, int V) {
+    int k = 0;
+    for (int j = 1; j < V; j++)
+        if (x[j] > x[k]) k = j;
+    return k;
+}
+
+/* outs: 2 = dlogits, dq and preds; 1 = preds only (evaluation); 0 = metrics only. */
+static void loss_check(pair *p, tr_rng *r, int B, int S, int V, int P, int type, int qt,
+                       int outs) {
+    int T = P + S;
+    size_t rows = (size_t)B * S, nl = (size_t)B * T * V;
+    trm_loss_args a = {.B = B, .S = S, .V = V, .P = P, .loss_type = type, .grad_scale = 0.37f};
+    float *logits = frand(r, nl, -5, 5), *q = frand(r, 2 * (size_t)B, -3, 3);
+    float *qtar = qt ? frand(r, (size_t)B, 0, 1) : NULL;
+    int32_t *labels = irand(r, rows, 0, V), *steps = irand(r, (size_t)B, 1, 17);
+    uint8_t *halted = brand(r, (size_t)B);
+    for (size_t i = 0; i < rows; i++)
+        if (tr_uniform(r) < 0.2) labels[i] = -100;
+    for (int s = 0; s < S; s++) /* sample 0 all correct (exact accuracy), sample 1 all ignored */
+        labels[s] = argmax(logits + ((size_t)P + s) * V, V);
+    for (int s = 0; B > 2 && s < S; s++) labels[S + s] = -100;
+    halted[0] = 1;
+    a.logits = logits, a.labels = labels, a.q = q, a.q_target = qtar, a.halted = halted;
+    a.steps = steps;
+    float *dl[2] = {NULL, NULL}, *dq[2] = {NULL, NULL};
+    int32_t *pr[2] = {NULL, NULL};
+    double met[2][TRM_NMETRICS];
+    for (int s = 0; s < 2; s++) {
+        for (int i = 0; i < TRM_NMETRICS; i++) met[s][i] = 0.5 + i; /* accumulated into */
+        if (outs == 2) {
+            dl[s] = malloc(nl * sizeof(float));
+            dq[s] = malloc(2 * (size_t)B * sizeof(float));
+        }
+        if (outs >= 1) pr[s] = malloc(rows * sizeof(int32_t));
+        run_loss(s ? p->dev : p->ref, &a, dl[s], dq[s], pr[s], met[s]);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "loss %s B=%d S=%d V=%d P=%d q_target=%d outs=%d",
+             type == TRM_LOSS_SOFTMAX ? "softmax" : "stablemax", B, S, V, P, qt, outs);
+    ck_assert_msg(met[0][TRM_M_EXACT_ACCURACY] >= 0.5 + TRM_M_EXACT_ACCURACY + 1,
+                  "%s: no exactly right sample", what);
+    for (int i = 0; i < TRM_NMETRICS; i++)
+        ck_assert_msg(fabs(met[1][i] - met[0][i]) <= TOL_METRIC * fabs(met[0][i]),
+                      "%s: metric %d got %.12g, want %.12g", what, i, met[1][i], met[0][i]);
+    if (outs == 2) {
+        expect_rel(what, dl[1], dl[0], nl, TOL_GRAD);
+        expect_rel(what, dq[1], dq[0], 2 * (size_t)B, TOL_GRAD);
+    }
+    for (size_t i = 0; outs >= 1 && i < rows; i++) { /* a tie within 1e-6 may go either way */
+        const float *x = logits + ((i / S) * T + P + i % S) * V;
+        int g = pr[1][i], w = pr[0][i];
+        ck_assert_msg(g == w || (g >= 0 && g < V && fabsf(x[g] - x[w]) <= 1e-6f),
+                      "%s: preds[%zu] got %d, want %d", what, i, g, w);
+    }
+    free(logits), free(q), free(qtar), free(labels), free(steps), free(halted);
+    for (int s = 0; s < 2; s++) free(dl[s]), free(dq[s]), free(pr[s]);
+}
+
+START_TEST(test_loss_head) {
+    pair p = open_pair();
+    tr_rng r = {10};
+    for (int type = 0; type < 2; type++) {
+        for (int qt = 0; qt < 2; qt++)
+            for (int outs = 0; outs < 3; outs++) loss_check(&p, &r, 6, 37, 11, 3, type, qt, outs);
+        loss_check(&p, &r, 1, 1, 11, 0, type, 1, 2);
+        loss_check(&p, &r, 5, 37, 11, 0, type, 0, 2);
+        loss_check(&p, &r, 8, 900, 12, 16, type, 1, 2);
+    }
+    close_pair(&p);
+}
+END_TEST
+
+/* ---- ACT --------------------------------------------------------------------------------- */
+
+typedef struct {
+    float *zH, *zL;
+    int32_t *steps, *in, *lab, *pid;
+} act_state;
+
+static void run_act_reset(trm_backend *b, int B, int T, int D, int S, const uint8_t *halted,
+                          const float *Hi, const float *Li, act_state *st, const int32_t *n_in,
+                          const int32_t *n_lab, const int32_t *n_pid) {
+    dmem m = {.b = b};
+    size_t nz = (size_t)B * T * D * sizeof(float), nt = (size_t)B * S * sizeof(int32_t);
+    size_t nb = (size_t)B * sizeof(int32_t);
+    float *zH = up(&m, st->zH, nz), *zL = up(&m, st->zL, nz);
+    int32_t *steps = up(&m, st->steps, nb), *in = up(&m, st->in, nt), *lab = up(&m, st->lab, nt);
+    int32_t *pid = up(&m, st->pid, nb);
+    b->act_reset(b, B, T, D, S, up(&m, halted, (size_t)B), zH, zL,
+                 up(&m, Hi, (size_t)D * sizeof(float)), up(&m, Li, (size_t)D * sizeof(float)),
+                 steps, in, lab, pid, up(&m, n_in, nt), up(&m, n_lab, nt), up(&m, n_pid, nb));
+    down(&m, st->zH, zH, nz), down(&m, st->zL, zL, nz), down(&m, st->steps, steps, nb);
+    down(&m, st->in, in, nt), down(&m, st->lab, lab, nt), down(&m, st->pid, pid, nb);
+    dm_free(&m);
+}
+
+START_TEST(test_act_reset) {
+    pair p = open_pair();
+    tr_rng r = {11};
+    int dims[][4] = {{7, 39, 40, 37}, {1, 1, 33, 1}, {16, 97, 512, 81}}; /* B, T, D, S */
+    for (int k = 0; k < 3; k++) {
+        int B = dims[k][0], T = dims[k][1], D = dims[k][2], S = dims[k][3];
+        size_t nz = (size_t)B * T * D, nt = (size_t)B * S;
+        uint8_t *halted = brand(&r, (size_t)B);
+        halted[0] = 1;
+        if (B > 1) halted[1] = 0;
+        float *Hi = frand(&r, (size_t)D, -1, 1), *Li = frand(&r, (size_t)D, -1, 1);
+        int32_t *n_in = irand(&r, nt, 0, 12), *n_lab = irand(&r, nt, 0, 12);
+        int32_t *n_pid = irand(&r, (size_t)B, 0, 1000);
+        act_state st[2];
+        st[0] = (act_state){frand(&r, nz, -1, 1),      frand(&r, nz, -1, 1),
+                            irand(&r, (size_t)B, 1, 16), irand(&r, nt, 0, 12),
+                            irand(&r, nt, 0, 12),        irand(&r, (size_t)B, 0, 1000)};
+        st[1] = (act_state){dup_host(st[0].zH, nz * 4), dup_host(st[0].zL, nz * 4),
+                            dup_host(st[0].steps, (size_t)B * 4), dup_host(st[0].in, nt * 4),
+                            dup_host(st[0].lab, nt * 4), dup_host(st[0].pid, (size_t)B * 4)};
+        for (int s = 0; s < 2; s++)
+            run_act_reset(s ? p.dev : p.ref, B, T, D, S, halted, Hi, Li, &st[s], n_in, n_lab,
+                          n_pid);
+        ck_assert_int_eq(st[0].steps[0], 0);
+        expect_rel("act_reset zH", st[1].zH, st[0].zH, nz, 0);
+        expect_rel("act_reset zL", st[1].zL, st[0].zL, nz, 0);
+        expect_i32("act_reset steps", st[1].steps, st[0].steps, (size_t)B);
+        expect_i32("act_reset inputs", st[1].in, st[0].in, nt);
+        expect_i32("act_reset labels", st[1].lab, st[0].lab, nt);
+        expect_i32("act_reset puzzle ids", st[1].pid, st[0].pid, (size_t)B);
+        free(halted), free(Hi), free(Li), free(n_in), free(n_lab), free(n_pid);
+        for (int s = 0; s < 2; s++) {
+            act_state *a = &st[s];
+            free(a->zH), free(a->zL), free(a->steps), free(a->in), free(a->lab), free(a->pid);
+        }
+    }
+    close_pair(&p);
+}
+END_TEST
+
+static void run_act_update(trm_backend *b, int B, int32_t *steps, uint8_t *halted, const float *q,
+                           int max, int training, int nac, float prob, uint64_t seed,
+                           uint64_t step) {
+    dmem m = {.b = b};
+    int32_t *dS = up(&m, steps, (size_t)B * sizeof(int32_t));
+    uint8_t *dH = junk_buf(&m, (size_t)B);
+    b->act_update(b, B, dS, dH, up(&m, q, q ? 2 * (size_t)B * sizeof(float) : 0), max, training,
+                  nac, prob, seed, up(&m, &step, sizeof step));
+    down(&m, steps, dS, (size_t)B * sizeof(int32_t));
+    down(&m, halted, dH, (size_t)B);
+    dm_free(&m);
+}
+
+START_TEST(test_act_update) {
+    pair p = open_pair();
+    tr_rng r = {12};
+    enum { B = 997, MAX = 16 };
+    float *q = frand(&r, 2 * B, -1, 1);
+    int32_t *s0 = irand(&r, B, 0, MAX + 1);
+    int32_t sr[B], sd[B];
+    uint8_t hr[B], hd[B];
+    for (int mode = 0; mode < 3; mode++) { /* training with ACT continue, no_ACT_continue, eval */
+        int training = mode < 2, nac = mode == 1, explored = 0;
+        memcpy(sr, s0, sizeof sr);
+        for (int call = 0; call < 3; call++) { /* state carried over between steps */
+            memcpy(sd, sr, sizeof sd);
+            uint64_t seed = 0x243F6A8885A308D3ull, step = 1000 + (uint64_t)call;
+            run_act_update(p.ref, B, sr, hr, q, MAX, training, nac, 0.5f, seed, step);
+            run_act_update(p.dev, B, sd, hd, q, MAX, training, nac, 0.5f, seed, step);
+            expect_i32("act_update steps", sd, sr, B);
+            expect_u8("act_update halted", hd, hr, B);
+            for (int b = 0; training && b < B; b++) {
+                int q_halts = nac ? q[2 * b] > 0 : q[2 * b] > q[2 * b + 1];
+                explored += q_halts && sr[b] < MAX && !hr[b];
+            }
+        }
+        /* the exploration draw really kept some samples running that q would have halted */
+        ck_assert_msg(!training || explored > 0, "mode %d: exploration never fired", mode);
+    }
+    memcpy(sr, s0, sizeof sr), memcpy(sd, s0, sizeof sd); /* max 1: always halts, q unused */
+    run_act_update(p.ref, B, sr, hr, NULL, 1, 1, 0, 0.5f, 7, 7);
+    run_act_update(p.dev, B, sd, hd, NULL, 1, 1, 0, 0.5f, 7, 7);
+    expect_i32("act_update max=1 steps", sd, sr, B);
+    expect_u8("act_update max=1 halted", hd, hr, B);
+    free(q), free(s0);
+    close_pair(&p);
+}
+END_TEST
+
+static void run_q_target(trm_backend *b, int B, float *t, const float *qn, const int32_t *steps,
+                         int max) {
+    dmem m = {.b = b};
+    float *d = nan_buf(&m, (size_t)B);
+    b->q_target(b, B, d, up(&m, qn, 2 * (size_t)B * sizeof(float)),
+                up(&m, steps, (size_t)B * sizeof(int32_t)), max);
+    down(&m, t, d, (size_t)B * sizeof(float));
+    dm_free(&m);
+}
+
+START_TEST(test_q_target) {
+    pair p = open_pair();
+    tr_rng r = {13};
+    int sizes[] = {1, 997};
+    for (int k = 0; k < 2; k++) {
+        int B = sizes[k];
+        float *qn = frand(&r, 2 * (size_t)B, -4, 4), *t[2];
+        int32_t *steps = irand(&r, (size_t)B, 0, 21);
+        for (int s = 0; s < 2; s++) {
+            t[s] = malloc((size_t)B * sizeof(float));
+            run_q_target(s ? p.dev : p.ref, B, t[s], qn, steps, 16);
+        }
+        expect_rel("q_target", t[1], t[0], (size_t)B, TOL);
+        free(qn), free(steps), free(t[0]), free(t[1]);
+    }
+    close_pair(&p);
+}
+END_TEST
+
+/* ---- optimisers -------------------------------------------------------------------------- */
+
+static void run_adam(trm_backend *b, float *pw, const float *g, float *m1, float *v, size_t n,
+                     int64_t t) {
+    dmem m = {.b = b};
+    size_t bytes = n * sizeof(float);
+    float *dp = up(&m, pw, bytes), *dm = up(&m, m1, bytes), *dv = up(&m, v, bytes);
+    b->adam_atan2(b, dp, up(&m, g, bytes), dm, dv, n, 0.05f, 0.1f, 0.9f, 0.95f, t);
+    down(&m, pw, dp, bytes), down(&m, m1, dm, bytes), down(&m, v, dv, bytes);
+    dm_free(&m);
+}
+
+START_TEST(test_adam_atan2) {
+    pair p = open_pair();
+    tr_rng r = {14};
+    size_t sizes[] = {1, 100003};
+    for (int k = 0; k < 4; k++) {
+        size_t n = sizes[k / 2], bytes = n * sizeof(float);
+        int64_t t = k % 2 ? 7 : 1;
+        float *g = frand(&r, n, -1, 1), *w[2], *m1[2], *v[2];
+        w[0] = frand(&r, n, -1, 1), m1[0] = frand(&r, n, -0.1, 0.1), v[0] = frand(&r, n, 0, 0.01);
+        w[1] = dup_host(w[0], bytes), m1[1] = dup_host(m1[0], bytes), v[1] = dup_host(v[0], bytes);
+        for (int s = 0; s < 2; s++) run_adam(s ? p.dev : p.ref, w[s], g, m1[s], v[s], n, t);
+        char what[48];
+        snprintf(what, sizeof what, "adam_atan2 n=%zu t=%lld", n, (long long)t);
+        expect_rel(what, w[1], w[0], n, TOL);
+        expect_rel(what, m1[1], m1[0], n, TOL);
+        expect_rel(what, v[1], v[0], n, TOL);
+        free(g);
+        for (int s = 0; s < 2; s++) free(w[s]), free(m1[s]), free(v[s]);
+    }
+    close_pair(&p);
+}
+END_TEST
+
+static void run_sign_sgd(trm_backend *b, float *w, size_t nw, int ndim, const int32_t *ids,
+                         const float *g, int n) {
+    dmem m = {.b = b};
+    float *d = up(&m, w, nw * sizeof(float));
+    b->sign_sgd_sparse(b, d, ndim, up(&m, ids, (size_t)n * sizeof(int32_t)),
+                       up(&m, g, (size_t)n * ndim * sizeof(float)), n, 0.01f, 0.1f);
+    down(&m, w, d, nw * sizeof(float));
+    dm_free(&m);
+}
+
+START_TEST(test_sign_sgd_sparse) {
+    pair p = open_pair();
+    tr_rng r = {15};
+    int dims[][3] = {{50, 37, 64}, {1000, 512, 768}}; /* ids, ndim, rows */
+    for (int k = 0; k < 2; k++) {
+        int nid = dims[k][0], ndim = dims[k][1], n = dims[k][2];
+        size_t nw = (size_t)nid * ndim;
+        int32_t *ids = irand(&r, (size_t)n, 0, nid - 1); /* repeats, in no order */
+        float *g = frand(&r, (size_t)n * ndim, -1, 1);
+        ids[5] = -1; /* ignored */
+        for (int d = 0; d < ndim; d++) g[5 * ndim + d] = 100.0f, g[10 * ndim + d] = 0.0f;
+        ids[10] = nid - 1; /* the only row of its id, gradient 0: sign 0, decay only */
+        ids[11] = ids[12] = ids[13];
+        float *w[2] = {frand(&r, nw, -1, 1), NULL};
+        w[1] = dup_host(w[0], nw * sizeof(float));
+        for (int s = 0; s < 2; s++) run_sign_sgd(s ? p.dev : p.ref, w[s], nw, ndim, ids, g, n);
+        expect_rel("sign_sgd_sparse", w[1], w[0], nw, TOL);
+        free(ids), free(g), free(w[0]), free(w[1]);
+    }
+    close_pair(&p);
+}
+END_TEST
+
+static void run_ema(trm_backend *b, float *sh, const float *pw, size_t n) {
+    dmem m = {.b = b};
+    float *d = up(&m, sh, n * sizeof(float));
+    b->ema(b, d, up(&m, pw, n * sizeof(float)), n, 0.999f);
+    down(&m, sh, d, n * sizeof(float));
+    dm_free(&m);
+}
+
+START_TEST(test_ema) {
+    pair p = open_pair();
+    tr_rng r = {16};
+    size_t sizes[] = {1, 100003};
+    for (int k = 0; k < 2; k++) {
+        size_t n = sizes[k];
+        float *pw = frand(&r, n, -1, 1), *sh[2] = {frand(&r, n, -1, 1), NULL};
+        sh[1] = dup_host(sh[0], n * sizeof(float));
+        for (int s = 0; s < 2; s++) run_ema(s ? p.dev : p.ref, sh[s], pw, n);
+        expect_rel("ema", sh[1], sh[0], n, TOL);
+        free(pw), free(sh[0]), free(sh[1]);
+    }
+    close_pair(&p);
+}
+END_TEST
+
+/* ---- graphs (the compile stage) ---------------------------------------------------------- */
+
+enum { G_B = 997, G_M = 37, G_N = 45, G_K = 29, G_T = 37, G_H = 2, G_HD = 16 };
+#define G_NO ((size_t)G_T * G_H * G_HD)
+
+typedef struct { /* one step's state: the device pointers of a backend, or host copies */
+    float *A, *Bm, *C, *qkv, *out, *lse, *q;
+    int32_t *steps;
+    uint8_t *halted;
+    uint64_t *rng;
+} step_state;
+
+/* A GEMM accumulating into C, attention and act_update (reading its rng_step from memory). */
+static void step_ops(trm_backend *b, const step_state *d) {
+    b->gemm(b, 0, 1, G_M, G_N, G_K, 0.5f, d->A, G_K, 0, d->Bm, G_K, 0, 1.0f, d->C, G_N, 0, 1);
+    b->attention_fwd(b, d->out, d->lse, d->qkv, 1, G_T, G_H, G_HD);
+    b->act_update(b, G_B, d->steps, d->halted, d->q, 16, 1, 0, 0.5f, 99, d->rng);
+}
+
+static step_state step_upload(dmem *m, const step_state *h) {
+    size_t f = sizeof(float);
+    return (step_state){up(m, h->A, (size_t)G_M * G_K * f), up(m, h->Bm, (size_t)G_N * G_K * f),
+                        up(m, h->C, (size_t)G_M * G_N * f), up(m, h->qkv, 3 * G_NO * f),
+                        nan_buf(m, G_NO),                   nan_buf(m, (size_t)G_H * G_T),
+                        up(m, h->q, 2 * (size_t)G_B * f),   up(m, h->steps, G_B * sizeof(int32_t)),
+                        junk_buf(m, G_B),                   up(m, h->rng, sizeof(uint64_t))};
+}
+
+static void step_compare(dmem *ref, const step_state *dr, dmem *dev, const step_state *dd,
+                         int run) {
+    float Cr[G_M * G_N], Cd[G_M * G_N], Or[G_NO], Od[G_NO];
+    int32_t sr[G_B], sd[G_B];
+    uint8_t hr[G_B], hd[G_B];
+    down(ref, Cr, dr->C, sizeof Cr), down(dev, Cd, dd->C, sizeof Cd);
+    down(ref, Or, dr->out, sizeof Or), down(dev, Od, dd->out, sizeof Od);
+    down(ref, sr, dr->steps, sizeof sr), down(dev, sd, dd->steps, sizeof sd);
+    down(ref, hr, dr->halted, sizeof hr), down(dev, hd, dd->halted, sizeof hd);
+    char what[48];
+    snprintf(what, sizeof what, "graph run %d", run);
+    expect_rel(what, Cd, Cr, G_M * G_N, TOL);
+    expect_rel(what, Od, Or, G_NO, TOL);
+    expect_i32(what, sd, sr, G_B);
+    expect_u8(what, hd, hr, G_B);
+}
+
+/* Eager once (sizes the work buffers), then captured and replayed with a new rng_step
+ * written before each replay; the reference runs the same ops eagerly. The capture itself
+ * must not run them (C accumulates: a run too many shows). */
+START_TEST(test_graph_replay) {
+    pair p = open_pair();
+    trm_backend *b = p.dev;
+    if (!b->caps.compile) {
+        ck_assert(!b->capture_begin && !b->capture_end && !b->graph_launch && !b->graph_destroy);
+    } else if (b->capture_begin) {
+        tr_rng r = {17};
+        uint64_t rng = 5000;
+        step_state h = {frand(&r, (size_t)G_M * G_K, -1, 1), frand(&r, (size_t)G_N * G_K, -1, 1),
+                        frand(&r, (size_t)G_M * G_N, -1, 1), frand(&r, 3 * G_NO, -2, 2),
+                        NULL, NULL, frand(&r, 2 * G_B, -1, 1), irand(&r, G_B, 0, 8), NULL, &rng};
+        dmem mr = {.b = p.ref}, md = {.b = b};
+        step_state dr = step_upload(&mr, &h), dd = step_upload(&md, &h);
+        step_ops(p.ref, &dr);
+        step_ops(b, &dd);
+        step_compare(&mr, &dr, &md, &dd, 0);
+        ck_assert_int_eq(b->capture_begin(b), 0);
+        step_ops(b, &dd);
+        size_t nodes = 0;
+        void *g = b->capture_end(b, &nodes);
+        ck_assert_ptr_nonnull(g);
+        ck_assert_int_ge((int)nodes, 3);
+        for (int run = 1; run <= 3; run++) {
+            rng = 5000 + 17 * (uint64_t)run;
+            p.ref->to_device(p.ref, dr.rng, &rng, sizeof rng);
+            b->to_device(b, dd.rng, &rng, sizeof rng);
+            step_ops(p.ref, &dr);
+            b->graph_launch(b, g);
+            step_compare(&mr, &dr, &md, &dd, run);
+        }
+        b->graph_destroy(b, g);
+        dm_free(&mr), dm_free(&md);
+        free(h.A), free(h.Bm), free(h.C), free(h.qkv), free(h.q), free(h.steps);
+    }
+    close_pair(&p);
+}
+END_TEST
+
+/* ---- main -------------------------------------------------------------------------------- */
+
+/* Probes in a child process: a GPU runtime initialised in this process would not survive the
+ * fork Check runs each test in. Returns the device count, or -1 if the probe itself failed. */
+static int probe_in_child(const trm_backend_entry *en, char *desc, size_t len) {
+    struct {
+        int n;
+        char desc[256];
+    } msg = {0, ""};
+    int fd[2];
+    fflush(NULL);
+    if (pipe(fd) != 0) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        msg.n = en->probe(msg.desc, sizeof msg.desc);
+        _exit(write(fd[1], &msg, sizeof msg) == (ssize_t)sizeof msg ? 0 : 1);
+    }
+    close(fd[1]);
+    size_t got = 0;
+    while (pid > 0 && got < sizeof msg) {
+        ssize_t k = read(fd[0], (char *)&msg + got, sizeof msg - got);
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    close(fd[0]);
+    int status = 0;
+    if (pid > 0) waitpid(pid, &status, 0);
+    if (pid <= 0 || got != sizeof msg || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
+    msg.desc[sizeof msg.desc - 1] = 0;
+    snprintf(desc, len, "%s", msg.desc);
+    return msg.n > 0 ? msg.n : 0;
+}
+
+static Suite *parity_suite(void) {
+    Suite *s = suite_create("backend_parity");
+    TCase *tc = tcase_create("ops");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_memory);
+    tcase_add_test(tc, test_gemm_fp32);
+    tcase_add_test(tc, test_gemm_bf16);
+    tcase_add_test(tc, test_add_axpy_transpose);
+    tcase_add_test(tc, test_rmsnorm);
+    tcase_add_test(tc, test_swiglu);
+    tcase_add_test(tc, test_rope);
+    tcase_add_test(tc, test_attention);
+    tcase_add_test(tc, test_bias);
+    tcase_add_test(tc, test_embed);
+    tcase_add_test(tc, test_loss_head);
+    tcase_add_test(tc, test_act_reset);
+    tcase_add_test(tc, test_act_update);
+    tcase_add_test(tc, test_q_target);
+    tcase_add_test(tc, test_adam_atan2);
+    tcase_add_test(tc, test_sign_sgd_sparse);
+    tcase_add_test(tc, test_ema);
+    tcase_add_test(tc, test_graph_replay);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    const char *name = dev_name();
+    const trm_backend_entry *en = trm_backend_find(name);
+    char desc[256] = "";
+    int n = en ? probe_in_child(en, desc, sizeof desc) : 0;
+    if (n < 0) { /* a crashing probe is a bug, not a missing device */
+        printf("test_backend_parity: probing %s failed\n", name);
+        return 1;
+    }
+    if (n == 0) {
+        printf("test_backend_parity: no %s device, skipped\n", name);
+        return 77;
+    }
+    printf("test_backend_parity: %s (%s) against cpu\n", name, desc);
+    fflush(stdout);
+    return trm_run_suite(parity_suite());
+}
