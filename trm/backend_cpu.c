@@ -21,7 +21,7 @@
 #endif
 
 #include "backend.h"
-#include "rng.h"
+#include "act_rules.h"
 
 /* Below this many elements a parallel region costs more than the loop itself. */
 #define PAR_MIN 32768
@@ -737,19 +737,12 @@ static void cpu_act_update(trm_backend *be, int B, int32_t *steps, uint8_t *halt
                            const float *q, int halt_max_steps, int training,
                            int no_act_continue, float explore_prob, uint64_t seed,
                            const uint64_t *rng_step) {
+    int need_q = training && halt_max_steps > 1; /* q may be NULL otherwise */
     for (int b = 0; b < B; b++) {
         steps[b] += 1;
-        int h = steps[b] >= halt_max_steps;
-        if (training && halt_max_steps > 1) {
-            float qh = q[b * 2], qc = q[b * 2 + 1];
-            h |= no_act_continue ? qh > 0.0f : qh > qc;
-            uint32_t r[4];
-            trm_philox4x32(seed, *rng_step, (uint64_t)b, r);
-            float u = (float)(r[0] >> 8) * (1.0f / 16777216.0f);
-            int min_halt = u < explore_prob ? 2 + (int)(r[1] % (uint32_t)(halt_max_steps - 1)) : 0;
-            h &= steps[b] >= min_halt;
-        }
-        halted[b] = (uint8_t)h;
+        halted[b] = (uint8_t)trm_act_halts(steps[b], halt_max_steps, training, no_act_continue,
+                                           need_q ? q[b * 2] : 0.0f, need_q ? q[b * 2 + 1] : 0.0f,
+                                           explore_prob, seed, *rng_step, (uint64_t)b);
     }
 }
 

@@ -3,37 +3,12 @@
  * fully described by (seed, stream, counter), which is what makes sampling resumable. */
 #include "rng.h"
 
+#include "act_rules.h"
+
 #include <math.h>
 
-#define PHILOX_M0 0xD2511F53u
-#define PHILOX_M1 0xCD9E8D57u
-#define PHILOX_W0 0x9E3779B9u
-#define PHILOX_W1 0xBB67AE85u
-
-static void philox_round(uint32_t ctr[4], const uint32_t key[2]) {
-    uint64_t p0 = (uint64_t)PHILOX_M0 * ctr[0];
-    uint64_t p1 = (uint64_t)PHILOX_M1 * ctr[2];
-    uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
-    uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
-    uint32_t c1 = ctr[1], c3 = ctr[3];
-    ctr[0] = hi1 ^ c1 ^ key[0];
-    ctr[1] = lo1;
-    ctr[2] = hi0 ^ c3 ^ key[1];
-    ctr[3] = lo0;
-}
-
 void trm_philox4x32(uint64_t key, uint64_t ctr_hi, uint64_t ctr_lo, uint32_t out[4]) {
-    uint32_t k[2] = {(uint32_t)key, (uint32_t)(key >> 32)};
-    uint32_t c[4] = {(uint32_t)ctr_lo, (uint32_t)(ctr_lo >> 32), (uint32_t)ctr_hi,
-                     (uint32_t)(ctr_hi >> 32)};
-    for (int round = 0; round < 10; round++) {
-        if (round > 0) {
-            k[0] += PHILOX_W0;
-            k[1] += PHILOX_W1;
-        }
-        philox_round(c, k);
-    }
-    for (int i = 0; i < 4; i++) out[i] = c[i];
+    trm_philox_block(key, ctr_hi, ctr_lo, out);
 }
 
 void trm_rng_init(trm_rng *r, uint64_t seed, uint64_t stream) {
