@@ -18,15 +18,26 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e);
 int trm_cuda_probe(char *desc, size_t desc_len);
 }
 
+/* Out of device memory inside a step: what was asked (when known), what is free, what to lower. */
+static void oom_exit(size_t requested) {
+    size_t fr = 0, tot = 0;
+    cudaGetLastError(); /* clear the allocation error before asking */
+    cudaMemGetInfo(&fr, &tot);
+    fprintf(stderr, "trm: the GPU is out of memory");
+    if (requested) fprintf(stderr, ": a work buffer of %.2f GiB was requested", requested / 1073741824.0);
+    fprintf(stderr, "; %.2f GiB of %.2f GiB are free. Lower global_batch_size, use "
+                    "forward_dtype=bfloat16, or lower arch.H_cycles/arch.L_cycles\n",
+            fr / 1073741824.0, tot / 1073741824.0);
+    exit(1);
+}
+
 /* An unexpected CUDA failure inside a step cannot be returned through the void ops: report it
  * with the call and stop (checkpoints are written atomically, so the last one survives). */
 #define CK(call) cuda_check((call), #call, __FILE__, __LINE__)
 static void cuda_check(cudaError_t r, const char *what, const char *file, int line) {
     if (r == cudaSuccess) return;
     fprintf(stderr, "trm: cuda: %s failed at %s:%d: %s\n", what, file, line, cudaGetErrorString(r));
-    if (r == cudaErrorMemoryAllocation)
-        fprintf(stderr, "trm: the GPU is out of memory: lower global_batch_size, use "
-                        "forward_dtype=bfloat16, or lower arch.H_cycles/arch.L_cycles\n");
+    if (r == cudaErrorMemoryAllocation) oom_exit(0);
     exit(1);
 }
 #define CKL(call) cublas_check((call), #call, __FILE__, __LINE__)
@@ -48,7 +59,6 @@ typedef struct {
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
-    int used;
 } gemm_plan;
 
 #define PLAN_SLOTS 512
@@ -66,7 +76,6 @@ enum { SCR_ATT_S, SCR_ATT_DP, SCR_ATT_DR, SCR_EMBED, SCR_LOSS, SCR_BF16_A, SCR_B
 enum { GEMM_FP32 = 0, GEMM_FAST_BF16 = 1, GEMM_BF16 = 2 };
 
 typedef struct {
-    int device;
     cudaStream_t stream;
     cublasLtHandle_t lt;
     void *workspace;
@@ -74,8 +83,6 @@ typedef struct {
     int nplans;
     scratch_buf scratch[SCR_COUNT];
     int capturing;
-    cudaGraph_t graph;
-    char name[256];
 } cuda_ctx;
 
 static cuda_ctx *CTX(trm_backend *b) { return (cuda_ctx *)b->ctx; }
@@ -88,17 +95,18 @@ static int ptr_align(const void *p, int64_t stride_bytes) {
     return a;
 }
 
+static void plan_release(gemm_plan *p) {
+    cublasLtMatmulDescDestroy(p->op);
+    cublasLtMatrixLayoutDestroy(p->a);
+    cublasLtMatrixLayoutDestroy(p->b);
+    cublasLtMatrixLayoutDestroy(p->c);
+}
+
 static gemm_plan *plan_for(cuda_ctx *c, const gemm_key *k) {
     for (int i = 0; i < c->nplans; i++)
         if (memcmp(&c->plans[i].key, k, sizeof *k) == 0) return &c->plans[i];
     if (c->nplans == PLAN_SLOTS) { /* a new shape beyond the cache: drop the oldest plans */
-        for (int i = 0; i < PLAN_SLOTS / 2; i++) {
-            gemm_plan *p = &c->plans[i];
-            cublasLtMatmulDescDestroy(p->op);
-            cublasLtMatrixLayoutDestroy(p->a);
-            cublasLtMatrixLayoutDestroy(p->b);
-            cublasLtMatrixLayoutDestroy(p->c);
-        }
+        for (int i = 0; i < PLAN_SLOTS / 2; i++) plan_release(&c->plans[i]);
         memmove(c->plans, c->plans + PLAN_SLOTS / 2, sizeof(gemm_plan) * (PLAN_SLOTS / 2));
         c->nplans = PLAN_SLOTS / 2;
     }
@@ -184,8 +192,8 @@ static void cuda_gemm(trm_backend *b, int ta, int tb, int M, int N, int K, float
         if (na <= ua + ua / 4 && nb <= ub + ub / 4) {
             mode = GEMM_BF16;
             void *ca = scratch(b, SCR_BF16_A, na * 2), *cb = scratch(b, SCR_BF16_B, nb * 2);
-            k_to_bf16(c->stream, ca, A, 1, 1, (int)na, (int)na, 0, (int)na);
-            k_to_bf16(c->stream, cb, B, 1, 1, (int)nb, (int)nb, 0, (int)nb);
+            k_to_bf16(c->stream, ca, A, na);
+            k_to_bf16(c->stream, cb, B, nb);
             a_op = ca, b_op = cb, esz = 2;
         } else {
             mode = GEMM_FAST_BF16;
@@ -253,16 +261,7 @@ static void *scratch(trm_backend *b, int which, size_t bytes) {
         CK(cudaFree(s->p));
     }
     s->p = NULL;
-    if (cudaMalloc(&s->p, bytes) != cudaSuccess) {
-        size_t fr = 0, tot = 0;
-        cudaGetLastError();
-        cudaMemGetInfo(&fr, &tot);
-        fprintf(stderr, "trm: the GPU is out of memory: a work buffer of %.2f GiB was requested, "
-                        "%.2f GiB of %.2f GiB are free. Lower global_batch_size, use "
-                        "forward_dtype=bfloat16, or lower arch.H_cycles/arch.L_cycles\n",
-                bytes / 1073741824.0, fr / 1073741824.0, tot / 1073741824.0);
-        exit(1);
-    }
+    if (cudaMalloc(&s->p, bytes) != cudaSuccess) oom_exit(bytes);
     s->bytes = bytes;
     return s->p;
 }
@@ -426,12 +425,7 @@ static void cuda_mem_info(trm_backend *b, size_t *free_b, size_t *total_b) {
 static void cuda_destroy(trm_backend *b) {
     cuda_ctx *c = CTX(b);
     cudaStreamSynchronize(c->stream);
-    for (int i = 0; i < c->nplans; i++) {
-        cublasLtMatmulDescDestroy(c->plans[i].op);
-        cublasLtMatrixLayoutDestroy(c->plans[i].a);
-        cublasLtMatrixLayoutDestroy(c->plans[i].b);
-        cublasLtMatrixLayoutDestroy(c->plans[i].c);
-    }
+    for (int i = 0; i < c->nplans; i++) plan_release(&c->plans[i]);
     for (int i = 0; i < SCR_COUNT; i++)
         if (c->scratch[i].p) cudaFree(c->scratch[i].p);
     cudaFree(c->workspace);
@@ -479,7 +473,6 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
         return NULL;
     }
     cuda_ctx *c = (cuda_ctx *)xcalloc(1, sizeof *c);
-    c->device = index;
     if (cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) != cudaSuccess ||
         cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS ||
         cudaMalloc(&c->workspace, WORKSPACE_BYTES) != cudaSuccess) {
@@ -487,9 +480,6 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
         free(c);
         return NULL;
     }
-    cudaDeviceProp p;
-    cudaGetDeviceProperties(&p, index);
-    snprintf(c->name, sizeof c->name, "%s", p.name);
 
     trm_backend *b = (trm_backend *)xcalloc(1, sizeof *b);
     trm_caps caps = TRM_CAPS_CUDA;

@@ -26,6 +26,26 @@ __device__ __forceinline__ double warp_sum_d(double v) {
     return v;
 }
 
+/* Sum over the block (blockDim a multiple of 32, ≤ 1024) in a fixed order; every thread gets
+ * the result. sh: 32 doubles of shared memory. */
+__device__ __forceinline__ double block_sum_d(double v, double *sh) {
+    v = warp_sum_d(v);
+    int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    double t = 0.0;
+    if (threadIdx.x < 32) {
+        t = threadIdx.x < blockDim.x / 32 ? sh[threadIdx.x] : 0.0;
+        t = warp_sum_d(t);
+        if (threadIdx.x == 0) sh[0] = t;
+    }
+    __syncthreads();
+    double r = sh[0];
+    __syncthreads();
+    return r;
+}
+
 /* ---- launchers (all asynchronous on `st`) ---- */
 void k_add(cudaStream_t st, float *y, const float *x1, const float *x2, size_t n);
 void k_axpy(cudaStream_t st, float *y, const float *x, float alpha, size_t n);
@@ -48,8 +68,7 @@ void k_exp_lse(cudaStream_t st, float *S, const float *lse, int B, int H, int T,
 void k_att_rowdot(cudaStream_t st, float *dr, const float *dout, const float *out, int B, int T,
                   int H, int hd);
 void k_att_ds(cudaStream_t st, float *dP, const float *P, const float *dr, int B, int H, int T, int h);
-void k_to_bf16(cudaStream_t st, void *dst, const float *src, int batch, int rows, int cols, int ld,
-               int64_t stride, int ldp);
+void k_to_bf16(cudaStream_t st, void *dst, const float *src, size_t n);
 
 void k_embed_fwd(cudaStream_t st, float *out, const trm_embed_args *a);
 /* work: (chunks × V × D) floats, chunks = k_embed_tok_chunks(rows) */

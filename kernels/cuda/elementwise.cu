@@ -76,34 +76,20 @@ __global__ void bias_bwd_kernel(float *dbias, const float *dy, int rows, int ld)
     int c = blockIdx.x;
     double acc = 0.0;
     for (int r = threadIdx.x; r < rows; r += blockDim.x) acc += dy[(size_t)r * ld + c];
-    __shared__ double part[32];
-    acc = warp_sum_d(acc);
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = acc;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        double v = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0;
-        v = warp_sum_d(v);
-        if (threadIdx.x == 0) dbias[c] += (float)v;
-    }
+    __shared__ double sh[32];
+    acc = block_sum_d(acc, sh);
+    if (threadIdx.x == 0) dbias[c] += (float)acc;
 }
 void k_bias_bwd(cudaStream_t st, float *dbias, const float *dy, int rows, int cols, int ld) {
     if (rows > 0 && cols > 0) bias_bwd_kernel<<<cols, 256, 0, st>>>(dbias, dy, rows, ld);
 }
 
-/* fp32 → bf16 (round to nearest even) of a GEMM operand: `batch` matrices of rows × cols with
- * leading dimension ld and element stride between matrices, written densely with the leading
- * dimension padded to ldp (a multiple of 8, so every row starts 16-byte aligned, which the
- * tensor-core kernels need; T = 97 would otherwise force slow ones). */
+/* fp32 → bf16 (round to nearest even) of a contiguous run: a dense GEMM operand in bf16 mode. */
 #include <cuda_bf16.h>
-/* grid: x over column chunks, y over rows (strided), z over matrices: no integer division. */
-__global__ void to_bf16_kernel(__nv_bfloat16 *dst, const float *src, int rows, int cols, int ld,
-                               int64_t stride, int ldp) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= cols) return;
-    const float *s = src + (size_t)blockIdx.z * stride;
-    __nv_bfloat16 *d = dst + (size_t)blockIdx.z * rows * ldp;
-    for (int r = blockIdx.y; r < rows; r += gridDim.y)
-        d[(size_t)r * ldp + c] = __float2bfloat16_rn(s[(size_t)r * ld + c]);
+__global__ void to_bf16_kernel(__nv_bfloat16 *dst, const float *src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __float2bfloat16_rn(src[i]);
 }
 __global__ void to_bf16x4_kernel(__nv_bfloat162 *dst, const float4 *src, size_t n4) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4;
@@ -113,16 +99,10 @@ __global__ void to_bf16x4_kernel(__nv_bfloat162 *dst, const float4 *src, size_t 
         dst[2 * i + 1] = __floats2bfloat162_rn(v.z, v.w);
     }
 }
-
-void k_to_bf16(cudaStream_t st, void *dst, const float *src, int batch, int rows, int cols, int ld,
-               int64_t stride, int ldp) {
-    if (batch <= 0 || rows <= 0 || cols <= 0) return;
-    if (batch == 1 && rows == 1 && cols % 4 == 0 && aligned16(src) && ((uintptr_t)dst & 7u) == 0) {
-        size_t n4 = (size_t)cols / 4; /* one contiguous run: 16-byte loads */
-        to_bf16x4_kernel<<<grid_for(n4, 256), 256, 0, st>>>((__nv_bfloat162 *)dst, (const float4 *)src, n4);
-        return;
-    }
-    int bx = cols >= 256 ? 256 : (cols + 31) / 32 * 32;
-    dim3 grid((cols + bx - 1) / bx, rows < 8192 ? rows : 8192, batch);
-    to_bf16_kernel<<<grid, bx, 0, st>>>((__nv_bfloat16 *)dst, src, rows, cols, ld, stride, ldp);
+void k_to_bf16(cudaStream_t st, void *dst, const float *src, size_t n) {
+    if (!n) return;
+    if (n % 4 == 0 && aligned16(src) && ((uintptr_t)dst & 7u) == 0) /* 16-byte loads */
+        to_bf16x4_kernel<<<grid_for(n / 4, 256), 256, 0, st>>>((__nv_bfloat162 *)dst, (const float4 *)src, n / 4);
+    else
+        to_bf16_kernel<<<grid_for(n, 256), 256, 0, st>>>((__nv_bfloat16 *)dst, src, n);
 }

@@ -12,24 +12,6 @@ __device__ double bce_logits(double x, double t) {
     return (x > 0 ? x : 0.0) - x * t + log1p(exp(-fabs(x)));
 }
 
-__device__ double block_sum_d(double v, double *sh) {
-    v = warp_sum_d(v);
-    int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    __syncthreads();
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    double t = 0.0;
-    if (threadIdx.x < 32) {
-        t = threadIdx.x < blockDim.x / 32 ? sh[threadIdx.x] : 0.0;
-        t = warp_sum_d(t);
-        if (threadIdx.x == 0) sh[0] = t;
-    }
-    __syncthreads();
-    double r = sh[0];
-    __syncthreads();
-    return r;
-}
-
 /* Per sample: stats[b*8 + k] = this sample's contribution to metric k. */
 __global__ void loss_sample_kernel(trm_loss_args a, double *stats) {
     __shared__ double sh[32];
