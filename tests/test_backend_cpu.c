@@ -12,6 +12,7 @@
 
 #include "backend.h"
 #include "rng.h"
+#include "test_support.h"
 
 /* Under AddressSanitizer an impossible allocation must still come back NULL (as it does in
  * production) rather than abort the test; without ASan this hook is never called. */
@@ -19,24 +20,6 @@ const char *__asan_default_options(void);
 const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
 
 /* ---- helpers ------------------------------------------------------------------------------ */
-
-typedef struct {
-    uint64_t s;
-} tr_rng;
-
-static double tr_uniform(tr_rng *r) { /* splitmix64 → [0, 1) */
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (double)(z >> 11) * 0x1.0p-53;
-}
-
-static float *frand(tr_rng *r, size_t n, double lo, double hi) {
-    float *x = malloc((n ? n : 1) * sizeof(float));
-    for (size_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * tr_uniform(r));
-    return x;
-}
 
 static double *dcopy(const float *x, size_t n) {
     double *d = malloc((n ? n : 1) * sizeof(double));

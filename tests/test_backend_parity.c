@@ -14,10 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "backend.h"
+#include "test_support.h"
 
 #define TOL 1e-5        /* fp32: max|Δ| / max|ref| */
 #define TOL_GRAD 1e-4   /* attention backward and loss gradients */
@@ -25,24 +24,6 @@
 #define TOL_METRIC 1e-6 /* loss-head metrics (doubles), relative per metric */
 
 /* ---- host helpers ------------------------------------------------------------------------ */
-
-typedef struct {
-    uint64_t s;
-} tr_rng;
-
-static double tr_uniform(tr_rng *r) { /* splitmix64 → [0, 1) */
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (double)(z >> 11) * 0x1.0p-53;
-}
-
-static float *frand(tr_rng *r, size_t n, double lo, double hi) {
-    float *x = malloc((n ? n : 1) * sizeof(float));
-    for (size_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * tr_uniform(r));
-    return x;
-}
 
 static int32_t *irand(tr_rng *r, size_t n, int lo, int hi) { /* uniform in [lo, hi) */
     int32_t *x = malloc((n ? n : 1) * sizeof(int32_t));
@@ -1044,38 +1025,6 @@ START_TEST(test_graph_replay) {
 END_TEST
 
 /* ---- main -------------------------------------------------------------------------------- */
-
-/* Probes in a child process: a GPU runtime initialised in this process would not survive the
- * fork Check runs each test in. Returns the device count, or -1 if the probe itself failed. */
-static int probe_in_child(const trm_backend_entry *en, char *desc, size_t len) {
-    struct {
-        int n;
-        char desc[256];
-    } msg = {0, ""};
-    int fd[2];
-    fflush(NULL);
-    if (pipe(fd) != 0) return -1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fd[0]);
-        msg.n = en->probe(msg.desc, sizeof msg.desc);
-        _exit(write(fd[1], &msg, sizeof msg) == (ssize_t)sizeof msg ? 0 : 1);
-    }
-    close(fd[1]);
-    size_t got = 0;
-    while (pid > 0 && got < sizeof msg) {
-        ssize_t k = read(fd[0], (char *)&msg + got, sizeof msg - got);
-        if (k <= 0) break;
-        got += (size_t)k;
-    }
-    close(fd[0]);
-    int status = 0;
-    if (pid > 0) waitpid(pid, &status, 0);
-    if (pid <= 0 || got != sizeof msg || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
-    msg.desc[sizeof msg.desc - 1] = 0;
-    snprintf(desc, len, "%s", msg.desc);
-    return msg.n > 0 ? msg.n : 0;
-}
 
 static Suite *parity_suite(void) {
     Suite *s = suite_create("backend_parity");

@@ -14,13 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "backend.h"
 #include "config.h"
 #include "model.h"
 #include "safetensors.h"
+#include "test_support.h"
 
 typedef struct {
     st_file f;
@@ -532,51 +531,17 @@ END_TEST
 START_TEST(golden_noemb_rope) { run_variant("noemb_rope"); }
 END_TEST
 
-/* The device count of a backend, asked in a child process: a CUDA runtime initialised in this
- * process before Check forks the tests would be unusable in the forked children. */
-static int probe_isolated(const trm_backend_entry *en, char *desc, size_t desc_len) {
-    int fd[2];
-    if (pipe(fd) != 0) return en->probe(desc, desc_len);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fd[0]);
-        close(fd[1]);
-        return en->probe(desc, desc_len);
-    }
-    if (pid == 0) {
-        close(fd[0]);
-        char d[512] = {0};
-        int n = en->probe(d, sizeof d);
-        ssize_t w1 = write(fd[1], &n, sizeof n), w2 = write(fd[1], d, sizeof d);
-        _exit(w1 == (ssize_t)sizeof n && w2 == (ssize_t)sizeof d ? 0 : 1);
-    }
-    close(fd[1]);
-    int n = 0;
-    char d[512] = {0};
-    int ok = read(fd[0], &n, sizeof n) == (ssize_t)sizeof n;
-    size_t got = 0;
-    while (ok && got < sizeof d) {
-        ssize_t r = read(fd[0], d + got, sizeof d - got);
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    close(fd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (!ok || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 0;
-    d[sizeof d - 1] = 0;
-    if (desc && desc_len) snprintf(desc, desc_len, "%s", d);
-    return n;
-}
-
 int main(void) {
     const char *name = test_backend();
     char desc[512] = "";
     if (strcmp(name, "cpu") != 0) {
         const trm_backend_entry *en = trm_backend_find(name);
-        if (!en || probe_isolated(en, desc, sizeof desc) <= 0) {
+        int n = en ? probe_in_child(en, desc, sizeof desc) : 0;
+        if (n < 0) { /* a crashing probe is a bug, not a missing device */
+            printf("test_golden: probing %s failed\n", name);
+            return 1;
+        }
+        if (n == 0) {
             printf("test_golden: no %s device, skipped\n", name);
             return 77;
         }
