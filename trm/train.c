@@ -106,10 +106,7 @@ int trm_evaluate(trm_model *m, trm_plan *plan, const trm_dataset *d, int64_t glo
             be->zero(be, m->metrics, TRM_NMETRICS * sizeof(double));
             trm_step_opts so = {.training = 0, .want_grad = 0, .grad_scale = 1.0f / (float)global_batch_size,
                                 .weights = weights};
-            if (plan)
-                trm_plan_step(plan, &so);
-            else
-                trm_model_act_step(m, &so);
+            trm_plan_step(plan, &so);
         }
         double mt[TRM_NMETRICS];
         be->to_host(be, mt, m->metrics, sizeof mt);
@@ -220,7 +217,6 @@ typedef struct {
     int acc_steps;
     double lr;
     trm_plan plan;
-    int compile;
 } trainer;
 
 /* One metrics.jsonl record: {"step": N, "kind": KIND, ...}. */

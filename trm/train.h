@@ -38,7 +38,8 @@ typedef struct {
 /* A sink that appends predictions and q_halt to `o`. */
 trm_eval_sink trm_eval_collect(trm_eval_outputs *o);
 
-/* Evaluates `weights` (NULL = m->w) on every set of `d`; the training carry is preserved. */
+/* Evaluates `weights` (NULL = m->w) on every set of `d` through `plan` (trm_plan_init on m);
+ * the training carry is preserved. */
 int trm_evaluate(trm_model *m, trm_plan *plan, const trm_dataset *d, int64_t global_batch_size, const float *weights,
                  trm_eval_result *res, const trm_eval_sink *sinks, int nsinks, trm_err *e);
 void trm_eval_result_free(trm_eval_result *r);
