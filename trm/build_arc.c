@@ -5,6 +5,8 @@
  * arrays are streamed to disk as uint8, so memory stays small with num_aug = 1000. */
 #include "build_arc.h"
 
+#include "cli_opts.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -542,32 +544,19 @@ int trm_build_arc(const trm_arc_opts *o, trm_err *e) {
 int trm_data_arc(int argc, char **argv, trm_err *e) {
     trm_arc_opts o = {.test_set_name2 = "evaluation2", .num_aug = 1000, .seed = 42, .puzzle_identifiers_start = 1};
     const char **subsets = xmalloc((size_t)(argc + 1) * sizeof *subsets);
-    int rc = 0;
-    for (int i = 0; !rc && i < argc; i++) {
-        const char *w = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int64_t x = 0;
-        if (!strcmp(w, "--subsets")) {
-            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) subsets[o.nsubsets++] = argv[++i];
-        } else if (!strcmp(w, "--force")) {
-            o.force = 1;
-        } else if (!strcmp(w, "--input-file-prefix") || !strcmp(w, "--test-set-name") ||
-                   !strcmp(w, "--test-set-name2") || !strcmp(w, "--out")) {
-            if (!v) rc = trm_errf(e, "%s needs a value", w);
-            else if (!strcmp(w, "--input-file-prefix")) o.input_file_prefix = v;
-            else if (!strcmp(w, "--test-set-name")) o.test_set_name = v;
-            else if (!strcmp(w, "--test-set-name2")) o.test_set_name2 = v;
-            else o.out = v;
-            i++;
-        } else if (!strcmp(w, "--num-aug") || !strcmp(w, "--seed") || !strcmp(w, "--puzzle-identifiers-start")) {
-            rc = trm_parse_i64(w, v, &x, e);
-            i++;
-            if (!strcmp(w, "--num-aug")) o.num_aug = x;
-            else if (!strcmp(w, "--seed")) o.seed = (uint64_t)x;
-            else o.puzzle_identifiers_start = x;
-        } else {
-            rc = trm_errf(e, "unexpected argument '%s'", w);
-        }
-    }
+    const trm_opt opts[] = {
+        TRM_OPT("--subsets", TRM_OPT_LIST, subsets, .n = &o.nsubsets),
+        TRM_OPT("--force", TRM_OPT_FLAG, &o.force),
+        TRM_OPT("--input-file-prefix", TRM_OPT_STR, &o.input_file_prefix),
+        TRM_OPT("--test-set-name", TRM_OPT_STR, &o.test_set_name),
+        TRM_OPT("--test-set-name2", TRM_OPT_STR, &o.test_set_name2),
+        TRM_OPT("--out", TRM_OPT_STR, &o.out),
+        TRM_OPT("--num-aug", TRM_OPT_I64, &o.num_aug),
+        TRM_OPT("--seed", TRM_OPT_U64, &o.seed),
+        TRM_OPT("--puzzle-identifiers-start", TRM_OPT_I64, &o.puzzle_identifiers_start),
+        TRM_OPT_END,
+    };
+    int rc = trm_parse_opts(argc, argv, opts, e);
     o.subsets = subsets;
     if (!rc) rc = trm_build_arc(&o, e);
     if (!rc) printf("wrote %s\n", o.out);

@@ -5,6 +5,8 @@
  * (total_puzzles = total_groups, mean_puzzle_examples 1). */
 #include "build_maze.h"
 
+#include "cli_opts.h"
+
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -365,35 +367,15 @@ int trm_maze_gen(trm_maze_gen_opts *o, trm_err *e) {
 
 /* ---- command line ------------------------------------------------------------------ */
 
-static int is_opt(const char *w, const char *const *names) {
-    for (; *names; names++)
-        if (!strcmp(w, *names)) return 1;
-    return 0;
-}
-
 int trm_data_maze(int argc, char **argv, trm_err *e) {
     trm_maze_build_opts o = {.progress = 1};
-    static const char *const ints[] = {"--subsample-size", "--seed", NULL};
-    for (int i = 0; i < argc; i++) {
-        const char *w = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int64_t x = 0;
-        if (!strcmp(w, "--csv-dir") || !strcmp(w, "--out")) {
-            if (!v) return trm_errf(e, "%s needs a directory", w);
-            *(!strcmp(w, "--out") ? &o.out : &o.csv_dir) = v, i++;
-        } else if (!strcmp(w, "--aug")) {
-            o.aug = 1;
-        } else if (!strcmp(w, "--force")) {
-            o.force = 1;
-        } else if (is_opt(w, ints)) {
-            if (trm_parse_i64(w, v, &x, e)) return -1;
-            i++;
-            if (!strcmp(w, "--seed")) o.seed = (uint64_t)x;
-            else if (x < 1) return trm_errf(e, "--subsample-size must be >= 1");
-            else o.subsample_size = x;
-        } else {
-            return trm_errf(e, "unexpected argument '%s'", w);
-        }
-    }
+    const trm_opt opts[] = {
+        TRM_OPT("--csv-dir", TRM_OPT_STR, &o.csv_dir), TRM_OPT("--out", TRM_OPT_STR, &o.out),
+        TRM_OPT("--aug", TRM_OPT_FLAG, &o.aug), TRM_OPT("--force", TRM_OPT_FLAG, &o.force),
+        TRM_OPT("--subsample-size", TRM_OPT_I64, &o.subsample_size, .min = 1, .max = INT64_MAX),
+        TRM_OPT("--seed", TRM_OPT_U64, &o.seed), TRM_OPT_END,
+    };
+    if (trm_parse_opts(argc, argv, opts, e)) return -1;
     if (!o.csv_dir || !o.out) return trm_errf(e, "--csv-dir DIR and --out DIR are required");
     if (trm_build_maze(&o, e)) return -1;
     printf("wrote %s\n", o.out);
@@ -402,27 +384,13 @@ int trm_data_maze(int argc, char **argv, trm_err *e) {
 
 int trm_data_maze_gen(int argc, char **argv, trm_err *e) {
     trm_maze_gen_opts o = {.count = 0, .size = 30, .progress = 1};
-    static const char *const ints[] = {"--count", "--size", "--min-path-len", "--seed", NULL};
-    for (int i = 0; i < argc; i++) {
-        const char *w = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int64_t x = 0;
-        if (!strcmp(w, "--out")) {
-            if (!v) return trm_errf(e, "--out needs a file name");
-            o.out = v, i++;
-        } else if (!strcmp(w, "--force")) {
-            o.force = 1;
-        } else if (is_opt(w, ints)) {
-            if (trm_parse_i64(w, v, &x, e)) return -1;
-            i++;
-            if (!strcmp(w, "--count")) o.count = x;
-            else if (!strcmp(w, "--seed")) o.seed = (uint64_t)x;
-            else if (x < 1 || x > 1000000) return trm_errf(e, "%s: %" PRId64 " is out of range", w, x);
-            else if (!strcmp(w, "--size")) o.size = (int)x;
-            else o.min_path_len = (int)x;
-        } else {
-            return trm_errf(e, "unexpected argument '%s'", w);
-        }
-    }
+    const trm_opt opts[] = {
+        TRM_OPT("--out", TRM_OPT_STR, &o.out), TRM_OPT("--force", TRM_OPT_FLAG, &o.force),
+        TRM_OPT("--count", TRM_OPT_I64, &o.count), TRM_OPT("--seed", TRM_OPT_U64, &o.seed),
+        TRM_OPT("--size", TRM_OPT_INT, &o.size, .min = 1, .max = 1000000),
+        TRM_OPT("--min-path-len", TRM_OPT_INT, &o.min_path_len, .min = 1, .max = 1000000), TRM_OPT_END,
+    };
+    if (trm_parse_opts(argc, argv, opts, e)) return -1;
     if (!o.out || o.count < 1) return trm_errf(e, "--count N (>= 1) and --out FILE.csv are required");
     if (trm_maze_gen(&o, e)) return -1;
     printf("wrote %s: %" PRId64 " mazes %dx%d, shortest path %" PRId64 "..%" PRId64 " (mean %.1f) moves, "

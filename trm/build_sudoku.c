@@ -4,6 +4,8 @@
  * `trm data sudoku-gen`: a CSV of generated puzzles in the same format. */
 #include "build_sudoku.h"
 
+#include "cli_opts.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -299,30 +301,15 @@ int trm_sudoku_gen_csv(const trm_sudoku_gen_cli_opts *o, trm_err *e) {
 
 int trm_data_sudoku(int argc, char **argv, trm_err *e) {
     trm_sudoku_opts o = {.csv_dir = NULL, .out = NULL, .subsample_size = -1, .num_aug = 0, .seed = 0, .progress = 1};
-    for (int i = 0; i < argc; i++) {
-        const char *w = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int64_t x = 0;
-        if (!strcmp(w, "--csv-dir") || !strcmp(w, "--out")) {
-            if (!v) return trm_errf(e, "%s needs a directory", w);
-            if (!strcmp(w, "--out")) o.out = v;
-            else o.csv_dir = v;
-            i++;
-        } else if (!strcmp(w, "--force")) {
-            o.force = 1;
-        } else if (!strcmp(w, "--subsample-size") || !strcmp(w, "--num-aug") || !strcmp(w, "--min-difficulty") ||
-                   !strcmp(w, "--seed")) {
-            if (trm_parse_i64(w, v, &x, e)) return -1;
-            i++;
-            if (!strcmp(w, "--subsample-size")) {
-                if (x < 0) return trm_errf(e, "--subsample-size must be >= 0");
-                o.subsample_size = x;
-            } else if (!strcmp(w, "--num-aug")) o.num_aug = x;
-            else if (!strcmp(w, "--min-difficulty")) o.has_min_difficulty = 1, o.min_difficulty = x;
-            else o.seed = (uint64_t)x;
-        } else {
-            return trm_errf(e, "unexpected argument '%s'", w);
-        }
-    }
+    const trm_opt opts[] = {
+        TRM_OPT("--csv-dir", TRM_OPT_STR, &o.csv_dir), TRM_OPT("--out", TRM_OPT_STR, &o.out),
+        TRM_OPT("--force", TRM_OPT_FLAG, &o.force),
+        TRM_OPT("--subsample-size", TRM_OPT_I64, &o.subsample_size, .min = 0, .max = INT64_MAX),
+        TRM_OPT("--num-aug", TRM_OPT_I64, &o.num_aug),
+        TRM_OPT("--min-difficulty", TRM_OPT_I64, &o.min_difficulty, .n = &o.has_min_difficulty),
+        TRM_OPT("--seed", TRM_OPT_U64, &o.seed), TRM_OPT_END,
+    };
+    if (trm_parse_opts(argc, argv, opts, e)) return -1;
     if (!o.csv_dir || !o.out) return trm_errf(e, "--csv-dir DIR (with train.csv and test.csv) and --out DIR are required");
     double t0 = trm_now_seconds();
     if (trm_build_sudoku(&o, e)) return -1;
@@ -333,32 +320,14 @@ int trm_data_sudoku(int argc, char **argv, trm_err *e) {
 int trm_data_sudoku_gen(int argc, char **argv, trm_err *e) {
     trm_sudoku_gen_cli_opts o = {.out = NULL, .count = 0, .seed = 0, .min_clues = 17, .max_clues = 30,
                                  .min_rating = 0, .progress = 1};
-    for (int i = 0; i < argc; i++) {
-        const char *w = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int64_t x = 0;
-        if (!strcmp(w, "--out")) {
-            if (!v) return trm_errf(e, "--out needs a file name");
-            o.out = v, i++;
-        } else if (!strcmp(w, "--force")) {
-            o.force = 1;
-        } else if (!strcmp(w, "--count") || !strcmp(w, "--seed") || !strcmp(w, "--min-clues") ||
-                   !strcmp(w, "--max-clues") || !strcmp(w, "--min-rating")) {
-            if (trm_parse_i64(w, v, &x, e)) return -1;
-            i++;
-            if (!strcmp(w, "--count")) o.count = x;
-            else if (!strcmp(w, "--seed")) o.seed = (uint64_t)x;
-            else if (!strcmp(w, "--min-rating")) {
-                if (x < 0) return trm_errf(e, "--min-rating must be >= 0");
-                o.min_rating = (uint64_t)x;
-            } else {
-                if (x < 0 || x > 81) return trm_errf(e, "%s must be in 0..81", w);
-                if (!strcmp(w, "--min-clues")) o.min_clues = (int)x;
-                else o.max_clues = (int)x;
-            }
-        } else {
-            return trm_errf(e, "unexpected argument '%s'", w);
-        }
-    }
+    const trm_opt opts[] = {
+        TRM_OPT("--out", TRM_OPT_STR, &o.out), TRM_OPT("--force", TRM_OPT_FLAG, &o.force),
+        TRM_OPT("--count", TRM_OPT_I64, &o.count), TRM_OPT("--seed", TRM_OPT_U64, &o.seed),
+        TRM_OPT("--min-clues", TRM_OPT_INT, &o.min_clues, .min = 0, .max = 81),
+        TRM_OPT("--max-clues", TRM_OPT_INT, &o.max_clues, .min = 0, .max = 81),
+        TRM_OPT("--min-rating", TRM_OPT_U64, &o.min_rating, .min = 0, .max = INT64_MAX), TRM_OPT_END,
+    };
+    if (trm_parse_opts(argc, argv, opts, e)) return -1;
     if (!o.out || o.count < 1) return trm_errf(e, "--count N (>= 1) and --out FILE.csv are required");
     double t0 = trm_now_seconds();
     if (trm_sudoku_gen_csv(&o, e)) return -1;

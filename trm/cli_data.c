@@ -6,31 +6,18 @@
 #include "build_sudoku.h"
 #include "build_arc.h"
 #include "build_sudoku4.h"
+#include "cli_opts.h"
 #include "commands.h"
 
 static int data_sudoku4(int argc, char **argv, trm_err *e) {
     trm_sudoku4_opts o = {.out = NULL, .n_train = 2000, .n_test = 500, .min_clues = 6, .max_clues = 9, .seed = 0};
-    for (int i = 0; i < argc; i++) {
-        const char *w = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int64_t x = 0;
-        if (!strcmp(w, "--out")) {
-            if (!v) return trm_errf(e, "--out needs a directory");
-            o.out = v, i++;
-        } else if (!strcmp(w, "--force")) {
-            o.force = 1;
-        } else if (!strcmp(w, "--train") || !strcmp(w, "--test") || !strcmp(w, "--min-clues") ||
-                   !strcmp(w, "--max-clues") || !strcmp(w, "--seed")) {
-            if (trm_parse_i64(w, v, &x, e)) return -1;
-            i++;
-            if (!strcmp(w, "--train")) o.n_train = x;
-            else if (!strcmp(w, "--test")) o.n_test = x;
-            else if (!strcmp(w, "--min-clues")) o.min_clues = (int)x;
-            else if (!strcmp(w, "--max-clues")) o.max_clues = (int)x;
-            else o.seed = (uint64_t)x;
-        } else {
-            return trm_errf(e, "unexpected argument '%s'", w);
-        }
-    }
+    const trm_opt opts[] = {
+        TRM_OPT("--out", TRM_OPT_STR, &o.out), TRM_OPT("--force", TRM_OPT_FLAG, &o.force),
+        TRM_OPT("--train", TRM_OPT_I64, &o.n_train), TRM_OPT("--test", TRM_OPT_I64, &o.n_test),
+        TRM_OPT("--min-clues", TRM_OPT_INT, &o.min_clues), TRM_OPT("--max-clues", TRM_OPT_INT, &o.max_clues),
+        TRM_OPT("--seed", TRM_OPT_U64, &o.seed), TRM_OPT_END,
+    };
+    if (trm_parse_opts(argc, argv, opts, e)) return -1;
     if (!o.out) return trm_errf(e, "--out DIR is required");
     if (trm_build_sudoku4(&o, e)) return -1;
     printf("wrote %s: %lld training and %lld test 4x4 puzzles\n", o.out, (long long)o.n_train, (long long)o.n_test);
