@@ -157,19 +157,6 @@ static int read_maze_csv(const char *path, int want_n, maze_rows *m, trm_err *e)
 
 /* ---- dataset ----------------------------------------------------------------------- */
 
-typedef struct {
-    int32_t *inputs, *labels, *pid, *pidx, *gidx;
-    int64_t n_ex, n_groups;
-} split_arrays;
-
-static void free_split(split_arrays *s) {
-    free(s->inputs);
-    free(s->labels);
-    free(s->pid);
-    free(s->pidx);
-    free(s->gidx);
-}
-
 static void to_tokens(const char *g, int n, int tid, int32_t *out) {
     int nn = n * n;
     uint8_t *t = xmalloc((size_t)nn);
@@ -180,38 +167,26 @@ static void to_tokens(const char *g, int n, int tid, int32_t *out) {
 
 /* rows[order[i]] for i < n_sel, each as naug dihedral copies (tid 0..naug-1). */
 static void fill_split(const maze_rows *m, const int64_t *order, int64_t n_sel, int naug, trm_progress *p,
-                       split_arrays *s) {
+                       trm_dw_grouped *s) {
     int64_t seq = (int64_t)m->n * m->n;
-    s->n_groups = n_sel;
-    s->n_ex = n_sel * naug;
-    s->inputs = xmalloc(sizeof(int32_t) * (size_t)(s->n_ex * seq));
-    s->labels = xmalloc(sizeof(int32_t) * (size_t)(s->n_ex * seq));
-    s->pid = xcalloc((size_t)s->n_ex, sizeof(int32_t));
-    s->pidx = xmalloc(sizeof(int32_t) * (size_t)(s->n_ex + 1));
-    s->gidx = xmalloc(sizeof(int32_t) * (size_t)(n_sel + 1));
+    trm_dw_grouped_alloc(s, n_sel, naug, seq);
     for (int64_t g = 0; g < n_sel; g++) {
         int64_t row = order ? order[g] : g;
-        s->gidx[g] = (int32_t)(g * naug);
         for (int t = 0; t < naug; t++) {
             int64_t ex = g * naug + t;
             to_tokens(m->q + row * seq, m->n, t, s->inputs + ex * seq);
             to_tokens(m->a + row * seq, m->n, t, s->labels + ex * seq);
-            s->pidx[ex] = (int32_t)ex;
         }
         trm_progress_update(p, g + 1);
     }
-    s->pidx[s->n_ex] = (int32_t)s->n_ex;
-    s->gidx[n_sel] = (int32_t)s->n_ex;
 }
 
-static int write_split(const char *dir, const char *split, int n, const split_arrays *s, trm_err *e) {
+static int write_split(const char *dir, const char *split, int n, const trm_dw_grouped *s, trm_err *e) {
     trm_dataset_meta meta = {.pad_id = 0, .has_ignore_label = 1, .ignore_label_id = 0, .blank_identifier_id = 0,
                              .vocab_size = (int64_t)strlen(TRM_MAZE_CHARSET) + 1, .seq_len = (int64_t)n * n,
                              .num_puzzle_identifiers = 1, .total_groups = s->n_groups,
                              .mean_puzzle_examples = 1.0, .total_puzzles = s->n_groups};
-    trm_dw_set set = {.name = "all", .n_examples = s->n_ex, .inputs = s->inputs, .labels = s->labels,
-                      .n_puzzles = s->n_ex, .puzzle_identifiers = s->pid, .puzzle_indices = s->pidx,
-                      .n_groups = s->n_groups, .group_indices = s->gidx};
+    trm_dw_set set = trm_dw_grouped_set(s);
     return trm_dw_write_split(dir, split, &meta, &set, 1, e);
 }
 
@@ -235,11 +210,11 @@ static int build_split(const trm_maze_build_opts *o, const char *tmp, const char
     }
     trm_progress p;
     trm_progress_start(&p, split, n_sel, o->progress);
-    split_arrays s;
+    trm_dw_grouped s;
     fill_split(m, order, n_sel, naug, &p, &s);
     trm_progress_finish(&p);
     int rc = write_split(tmp, split, m->n, &s, e);
-    free_split(&s);
+    trm_dw_grouped_free(&s);
     free(order);
     return rc;
 }

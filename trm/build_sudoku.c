@@ -184,13 +184,11 @@ static int write_split(const char *dir, const char *split, const trm_sudoku_rows
     if (n_ex >= INT32_MAX || n_ex > (int64_t)(SIZE_MAX / 4 / 81))
         return trm_errf(e, "%s: %" PRId64 " puzzles x %" PRId64 " copies is too many for int32 indices", split,
                         rows->n, per);
-    int32_t *inputs = xmalloc(sizeof(int32_t) * (size_t)n_ex * 81), *labels = xmalloc(sizeof(int32_t) * (size_t)n_ex * 81);
-    int32_t *pid = xcalloc((size_t)n_ex, sizeof(int32_t)), *pidx = xmalloc(sizeof(int32_t) * (size_t)(n_ex + 1));
-    int32_t *gidx = xmalloc(sizeof(int32_t) * (size_t)(rows->n + 1));
+    trm_dw_grouped arr;
+    trm_dw_grouped_alloc(&arr, rows->n, per, 81);
     trm_progress pr;
     char *label = per > 1 ? xasprintf("%s (1+%" PRId64 " copies each)", split, num_aug) : xstrdup(split);
     trm_progress_start(&pr, label, rows->n, show_progress);
-    pidx[0] = 0, gidx[0] = 0;
     for (int64_t g = 0; g < rows->n; g++) {
         const uint8_t *q0 = rows->q + g * 81, *a0 = rows->a + g * 81;
         for (int64_t k = 0; k < per; k++) {
@@ -198,11 +196,9 @@ static int write_split(const char *dir, const char *split, const trm_sudoku_rows
             uint8_t q[81], a[81];
             if (k == 0) memcpy(q, q0, 81), memcpy(a, a0, 81);
             else sudoku_shuffle(r, q0, a0, q, a);
-            put_tokens(inputs + ex * 81, q);
-            put_tokens(labels + ex * 81, a);
-            pidx[ex + 1] = (int32_t)(ex + 1);
+            put_tokens(arr.inputs + ex * 81, q);
+            put_tokens(arr.labels + ex * 81, a);
         }
-        gidx[g + 1] = (int32_t)((g + 1) * per);
         trm_progress_update(&pr, g + 1);
     }
     trm_progress_finish(&pr);
@@ -212,11 +208,9 @@ static int write_split(const char *dir, const char *split, const trm_sudoku_rows
                              .vocab_size = 11, .seq_len = 81, .num_puzzle_identifiers = 1,
                              .total_groups = rows->n, .mean_puzzle_examples = 1.0, .total_puzzles = rows->n,
                              .nsets = 1, .sets = sets};
-    trm_dw_set set = {.name = "all", .n_examples = n_ex, .inputs = inputs, .labels = labels, .n_puzzles = n_ex,
-                      .puzzle_identifiers = pid, .puzzle_indices = pidx, .n_groups = rows->n,
-                      .group_indices = gidx};
+    trm_dw_set set = trm_dw_grouped_set(&arr);
     int rc = trm_dw_write_split(dir, split, &meta, &set, 1, e);
-    free(inputs), free(labels), free(pid), free(pidx), free(gidx);
+    trm_dw_grouped_free(&arr);
     return rc;
 }
 

@@ -91,21 +91,12 @@ static int cmp_u64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-typedef struct {
-    int32_t *inputs, *labels, *pid, *pidx, *gidx;
-    int64_t n;
-} split_arrays;
 
 /* Fails when puzzles outside the test set cannot be found (the test set covers nearly every
  * puzzle with that clue range): 10000 draws in a row all taken. */
 static int fill_split(trm_rng *r, const trm_sudoku4_opts *o, int64_t n, const uint64_t *avoid, int64_t navoid,
-                      split_arrays *s, uint64_t *keys, trm_err *e) {
-    s->n = n;
-    s->inputs = xmalloc(sizeof(int32_t) * (size_t)n * 16);
-    s->labels = xmalloc(sizeof(int32_t) * (size_t)n * 16);
-    s->pid = xcalloc((size_t)n, sizeof(int32_t));
-    s->pidx = xmalloc(sizeof(int32_t) * (size_t)(n + 1));
-    s->gidx = xmalloc(sizeof(int32_t) * (size_t)(n + 1));
+                      trm_dw_grouped *s, uint64_t *keys, trm_err *e) {
+    trm_dw_grouped_alloc(s, n, 1, 16);
     for (int64_t i = 0; i < n; i++) {
         int sol[16], q[16];
         uint64_t k;
@@ -125,29 +116,15 @@ static int fill_split(trm_rng *r, const trm_sudoku4_opts *o, int64_t n, const ui
             s->inputs[i * 16 + c] = q[c] + 1;
             s->labels[i * 16 + c] = sol[c] + 1;
         }
-        s->pidx[i] = (int32_t)i;
-        s->gidx[i] = (int32_t)i;
     }
-    s->pidx[n] = (int32_t)n;
-    s->gidx[n] = (int32_t)n;
     return 0;
 }
 
-static void free_split(split_arrays *s) {
-    free(s->inputs);
-    free(s->labels);
-    free(s->pid);
-    free(s->pidx);
-    free(s->gidx);
-}
-
-static int write_split(const char *dir, const char *split, const split_arrays *s, trm_err *e) {
+static int write_split(const char *dir, const char *split, const trm_dw_grouped *s, trm_err *e) {
     trm_dataset_meta meta = {.pad_id = 0, .has_ignore_label = 1, .ignore_label_id = 0,
                              .blank_identifier_id = 0, .vocab_size = 6, .seq_len = 16,
                              .num_puzzle_identifiers = 1};
-    trm_dw_set set = {.name = "all", .n_examples = s->n, .inputs = s->inputs, .labels = s->labels,
-                      .n_puzzles = s->n, .puzzle_identifiers = s->pid, .puzzle_indices = s->pidx,
-                      .n_groups = s->n, .group_indices = s->gidx};
+    trm_dw_set set = trm_dw_grouped_set(s);
     return trm_dw_write_split(dir, split, &meta, &set, 1, e);
 }
 
@@ -159,7 +136,7 @@ int trm_build_sudoku4(const trm_sudoku4_opts *o, trm_err *e) {
     if (trm_dw_begin(o->out, o->force, &tmp, e)) return -1;
     trm_rng r;
     trm_rng_init(&r, o->seed, 44);
-    split_arrays test, train;
+    trm_dw_grouped test, train;
     uint64_t *keys = xmalloc(sizeof(uint64_t) * (size_t)o->n_test);
     fill_split(&r, o, o->n_test, NULL, 0, &test, keys, e);
     qsort(keys, (size_t)o->n_test, sizeof *keys, cmp_u64);
@@ -170,8 +147,8 @@ int trm_build_sudoku4(const trm_sudoku4_opts *o, trm_err *e) {
     if (!rc) rc = trm_dw_write_identifiers(tmp, ids, 1, e);
     if (!rc) rc = trm_dw_commit(tmp, o->out, o->force, e);
     if (rc) trm_remove_tree(tmp, NULL);
-    free_split(&test);
-    free_split(&train);
+    trm_dw_grouped_free(&test);
+    trm_dw_grouped_free(&train);
     free(keys);
     free(tmp);
     return rc;

@@ -141,3 +141,32 @@ int trm_dw_commit(const char *tmpdir, const char *out_, int force, trm_err *e) {
     free(out);
     return rc;
 }
+
+void trm_dw_grouped_alloc(trm_dw_grouped *g, int64_t n_groups, int64_t per, int64_t seq_len) {
+    int64_t n = n_groups * per;
+    g->n_examples = n;
+    g->n_groups = n_groups;
+    g->inputs = xmalloc(sizeof(int32_t) * (size_t)(n * seq_len));
+    g->labels = xmalloc(sizeof(int32_t) * (size_t)(n * seq_len));
+    g->puzzle_identifiers = xcalloc((size_t)(n ? n : 1), sizeof(int32_t));
+    g->puzzle_indices = xmalloc(sizeof(int32_t) * (size_t)(n + 1));
+    g->group_indices = xmalloc(sizeof(int32_t) * (size_t)(n_groups + 1));
+    for (int64_t i = 0; i <= n; i++) g->puzzle_indices[i] = (int32_t)i;
+    for (int64_t i = 0; i <= n_groups; i++) g->group_indices[i] = (int32_t)(i * per);
+}
+
+void trm_dw_grouped_free(trm_dw_grouped *g) {
+    free(g->inputs);
+    free(g->labels);
+    free(g->puzzle_identifiers);
+    free(g->puzzle_indices);
+    free(g->group_indices);
+}
+
+trm_dw_set trm_dw_grouped_set(const trm_dw_grouped *g) {
+    trm_dw_set set = {.name = "all", .n_examples = g->n_examples, .inputs = g->inputs, .labels = g->labels,
+                      .n_puzzles = g->n_examples, .puzzle_identifiers = g->puzzle_identifiers,
+                      .puzzle_indices = g->puzzle_indices, .n_groups = g->n_groups,
+                      .group_indices = g->group_indices};
+    return set;
+}

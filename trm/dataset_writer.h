@@ -19,6 +19,18 @@ typedef struct {
     const int32_t *group_indices;     /* n_groups + 1 */
 } trm_dw_set;
 
+/* The arrays of a set with one puzzle per example (identifier 0, the blank) in n_groups groups
+ * of `per` consecutive examples — the Sudoku and Maze layout — owned by the builder. Alloc fills
+ * every index array; the builder writes inputs and labels (n_examples × seq_len). */
+typedef struct {
+    int32_t *inputs, *labels, *puzzle_identifiers, *puzzle_indices, *group_indices;
+    int64_t n_examples, n_groups;
+} trm_dw_grouped;
+void trm_dw_grouped_alloc(trm_dw_grouped *g, int64_t n_groups, int64_t per, int64_t seq_len);
+void trm_dw_grouped_free(trm_dw_grouped *g);
+/* The set "all" viewing g's arrays. */
+trm_dw_set trm_dw_grouped_set(const trm_dw_grouped *g);
+
 /* Creates OUT's temporary sibling directory (OUT exists and !force → error). */
 int trm_dw_begin(const char *out, int force, char **tmpdir, trm_err *e);
 /* Writes one split (train/test) of a dataset into dir. total_groups, total_puzzles and
