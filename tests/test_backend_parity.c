@@ -1054,17 +1054,9 @@ static Suite *parity_suite(void) {
 
 int main(void) {
     const char *name = dev_name();
-    const trm_backend_entry *en = trm_backend_find(name);
     char desc[256] = "";
-    int n = en ? probe_in_child(en, desc, sizeof desc) : 0;
-    if (n < 0) { /* a crashing probe is a bug, not a missing device */
-        printf("test_backend_parity: probing %s failed\n", name);
-        return 1;
-    }
-    if (n == 0) {
-        printf("test_backend_parity: no %s device, skipped\n", name);
-        return 77;
-    }
+    int gate = device_gate("test_backend_parity", name, desc, sizeof desc);
+    if (gate) return gate;
     printf("test_backend_parity: %s (%s) against cpu\n", name, desc);
     fflush(stdout);
     return trm_run_suite(parity_suite());

@@ -535,16 +535,8 @@ int main(void) {
     const char *name = test_backend();
     char desc[512] = "";
     if (strcmp(name, "cpu") != 0) {
-        const trm_backend_entry *en = trm_backend_find(name);
-        int n = en ? probe_in_child(en, desc, sizeof desc) : 0;
-        if (n < 0) { /* a crashing probe is a bug, not a missing device */
-            printf("test_golden: probing %s failed\n", name);
-            return 1;
-        }
-        if (n == 0) {
-            printf("test_golden: no %s device, skipped\n", name);
-            return 77;
-        }
+        int gate = device_gate("test_golden", name, desc, sizeof desc);
+        if (gate) return gate;
     }
     if (getenv("TRM_GOLDEN_VERBOSE"))
         printf("test_golden: backend %s%s%s%s\n", name, test_bf16() ? " (bf16 GEMMs, bf16-level checks)" : "",

@@ -62,4 +62,21 @@ static inline int probe_in_child(const trm_backend_entry *en, char *desc, size_t
     return msg.n > 0 ? msg.n : 0;
 }
 
+/* For a suite that needs backend `name`: 0 when it has a device (desc gets its summary);
+ * otherwise the exit code main should return — 77 (ctest: skipped) when the backend is not
+ * compiled in or sees no device, 1 when probing it failed — after one line saying so. */
+static inline int device_gate(const char *suite, const char *name, char *desc, size_t len) {
+    const trm_backend_entry *en = trm_backend_find(name);
+    int n = en ? probe_in_child(en, desc, len) : 0;
+    if (n < 0) { /* a crashing probe is a bug, not a missing device */
+        printf("%s: probing %s failed\n", suite, name);
+        return 1;
+    }
+    if (n == 0) {
+        printf("%s: no %s device, skipped\n", suite, name);
+        return 77;
+    }
+    return 0;
+}
+
 #endif
