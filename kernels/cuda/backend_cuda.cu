@@ -50,7 +50,7 @@ static void cublas_check(cublasStatus_t r, const char *what, const char *file, i
 /* ---- GEMM plans ------------------------------------------------------------------------ */
 
 typedef struct {
-    int ta, tb, M, N, K, lda, ldb, ldc, batch, bf16, align;
+    int ta, tb, M, N, K, lda, ldb, ldc, batch, mode, align; /* mode: GEMM_* */
     int64_t sA, sB, sC;
 } gemm_key;
 
@@ -115,8 +115,8 @@ static gemm_plan *plan_for(cuda_ctx *c, const gemm_key *k) {
     p->key = *k;
     /* Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: B's buffer comes first. */
     cublasOperation_t opa = k->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasComputeType_t ct = k->bf16 == GEMM_FAST_BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
-    cudaDataType_t in_t = k->bf16 == GEMM_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    cublasComputeType_t ct = k->mode == GEMM_FAST_BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
+    cudaDataType_t in_t = k->mode == GEMM_BF16 ? CUDA_R_16BF : CUDA_R_32F;
     CKL(cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F));
     CKL(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     CKL(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
@@ -150,7 +150,7 @@ static gemm_plan *plan_for(cuda_ctx *c, const gemm_key *k) {
     cublasLtMatmulPreferenceDestroy(pref);
     if (r != CUBLAS_STATUS_SUCCESS || found == 0) {
         fprintf(stderr, "trm: cublasLt has no algorithm for a %s GEMM %dx%dx%d (ta %d tb %d, lda %d "
-                        "ldb %d ldc %d, batch %d)\n", k->bf16 ? "bf16" : "fp32", k->M, k->N, k->K,
+                        "ldb %d ldc %d, batch %d)\n", k->mode != GEMM_FP32 ? "bf16" : "fp32", k->M, k->N, k->K,
                 k->ta, k->tb, k->lda, k->ldb, k->ldc, k->batch);
         exit(1);
     }
@@ -206,7 +206,7 @@ static void cuda_gemm(trm_backend *b, int ta, int tb, int M, int N, int K, float
     gemm_key k;
     memset(&k, 0, sizeof k);
     k.ta = ta, k.tb = tb, k.M = M, k.N = N, k.K = K, k.lda = lda, k.ldb = ldb, k.ldc = ldc;
-    k.batch = batch, k.bf16 = mode, k.align = al;
+    k.batch = batch, k.mode = mode, k.align = al;
     k.sA = batch > 1 ? sA : 0, k.sB = batch > 1 ? sB : 0, k.sC = batch > 1 ? sC : 0;
     gemm_plan *p = plan_for(c, &k);
     CKL(cublasLtMatmul(c->lt, p->op, &alpha, b_op, p->a, a_op, p->b, &beta, C, p->c, C, p->c, &p->algo,
