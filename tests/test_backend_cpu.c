@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "dist.h"
 #include "rng.h"
 #include "test_support.h"
 
@@ -86,7 +87,7 @@ START_TEST(test_registry) {
     ck_assert_ptr_null(trm_backend_at(-1));
     ck_assert_ptr_null(trm_backend_at(trm_backend_count()));
     ck_assert_int_eq(c->caps.compile, 0);
-    ck_assert_int_eq(c->caps.distributed, 0);
+    ck_assert_int_eq(c->caps.distributed, trm_dist_have_mpi()); /* through MPI */
     ck_assert_int_eq(c->caps.bf16, 0);
     ck_assert_int_eq(c->caps.unified_memory, 1);
     char desc[256] = "";
@@ -1027,21 +1028,21 @@ START_TEST(test_act_update) {
     const uint64_t one = 1;
     /* Evaluation: only the step limit halts. */
     int32_t st[B] = {0, 1, 2, 3};
-    be->act_update(be, B, st, h, q, 4, 0, 1, 0.0f, 1, &one);
+    be->act_update(be, B, st, h, q, 4, 0, 1, 0.0f, 1, 0, &one);
     for (int b = 0; b < B; b++) {
         ck_assert_int_eq(st[b], b + 1);
         ck_assert_int_eq(h[b], b + 1 >= 4);
     }
     /* Training, no exploration, no_ACT_continue: q_halt > 0 or last. */
     int32_t st2[B] = {0, 1, 2, 3};
-    be->act_update(be, B, st2, h, q, 4, 1, 1, 0.0f, 1, &one);
+    be->act_update(be, B, st2, h, q, 4, 1, 1, 0.0f, 1, 0, &one);
     ck_assert_int_eq(h[0], 1);
     ck_assert_int_eq(h[1], 0);
     ck_assert_int_eq(h[2], 1);
     ck_assert_int_eq(h[3], 1); /* last step, q_halt < 0 */
     /* With ACT continue: q_halt > q_continue. */
     int32_t st3[B] = {0, 1, 0, 0};
-    be->act_update(be, B, st3, h, q, 4, 1, 0, 0.0f, 1, &one);
+    be->act_update(be, B, st3, h, q, 4, 1, 0, 0.0f, 1, 0, &one);
     ck_assert_int_eq(h[0], 1);
     ck_assert_int_eq(h[1], 1); /* −1 > −2 */
     ck_assert_int_eq(h[2], 0); /* 0.5 < 2 */
@@ -1057,7 +1058,7 @@ START_TEST(test_act_update) {
         st4[b] = b % MAX;
     }
     uint64_t seed = 1234, step = 77, step1 = 78;
-    be->act_update(be, NB, st4, h4, qpos, MAX, 1, 1, 1.0f, seed, &step);
+    be->act_update(be, NB, st4, h4, qpos, MAX, 1, 1, 1.0f, seed, 0, &step);
     int seen[MAX + 2] = {0};
     for (int b = 0; b < NB; b++) {
         uint32_t rr[4];
@@ -1075,11 +1076,20 @@ START_TEST(test_act_update) {
     int32_t st6[NB];
     uint8_t h6[NB];
     for (int b = 0; b < NB; b++) st6[b] = b % MAX;
-    be->act_update(be, NB, st6, h6, qpos, MAX, 1, 1, 1.0f, seed, &step1);
+    be->act_update(be, NB, st6, h6, qpos, MAX, 1, 1, 1.0f, seed, 0, &step1);
     ck_assert(memcmp(h4, h6, NB) != 0);
+    /* A rank holding rows [NB/2, NB) of the global batch (sample0 = NB/2) halts them exactly as
+     * one process stepping all NB rows does. */
+    int32_t st7[NB / 2];
+    uint8_t h7[NB / 2];
+    for (int b = 0; b < NB / 2; b++) st7[b] = (b + NB / 2) % MAX;
+    be->act_update(be, NB / 2, st7, h7, qpos + NB, MAX, 1, 1, 1.0f, seed, NB / 2, &step);
+    ck_assert_mem_eq(h7, h4 + NB / 2, NB / 2);
+    be->act_update(be, NB / 2, st7, h7, qpos + NB, MAX, 1, 1, 1.0f, seed, 0, &step); /* wrong offset */
+    ck_assert(memcmp(h7, h4 + NB / 2, NB / 2) != 0);
     /* max = 1 in training: every sample halts after one step, q unused. */
     int32_t st5[B] = {0, 0, 0, 0};
-    be->act_update(be, B, st5, h, NULL, 1, 1, 1, 1.0f, seed, &step);
+    be->act_update(be, B, st5, h, NULL, 1, 1, 1, 1.0f, seed, 0, &step);
     for (int b = 0; b < B; b++) ck_assert_int_eq(h[b], 1);
     be->destroy(be);
 }

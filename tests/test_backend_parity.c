@@ -770,12 +770,12 @@ END_TEST
 
 static void run_act_update(trm_backend *b, int B, int32_t *steps, uint8_t *halted, const float *q,
                            int max, int training, int nac, float prob, uint64_t seed,
-                           uint64_t step) {
+                           uint64_t sample0, uint64_t step) {
     dmem m = {.b = b};
     int32_t *dS = up(&m, steps, (size_t)B * sizeof(int32_t));
     uint8_t *dH = junk_buf(&m, (size_t)B);
     b->act_update(b, B, dS, dH, up(&m, q, q ? 2 * (size_t)B * sizeof(float) : 0), max, training,
-                  nac, prob, seed, up(&m, &step, sizeof step));
+                  nac, prob, seed, sample0, up(&m, &step, sizeof step));
     down(&m, steps, dS, (size_t)B * sizeof(int32_t));
     down(&m, halted, dH, (size_t)B);
     dm_free(&m);
@@ -795,8 +795,8 @@ START_TEST(test_act_update) {
         for (int call = 0; call < 3; call++) { /* state carried over between steps */
             memcpy(sd, sr, sizeof sd);
             uint64_t seed = 0x243F6A8885A308D3ull, step = 1000 + (uint64_t)call;
-            run_act_update(p.ref, B, sr, hr, q, MAX, training, nac, 0.5f, seed, step);
-            run_act_update(p.dev, B, sd, hd, q, MAX, training, nac, 0.5f, seed, step);
+            run_act_update(p.ref, B, sr, hr, q, MAX, training, nac, 0.5f, seed, 4096, step);
+            run_act_update(p.dev, B, sd, hd, q, MAX, training, nac, 0.5f, seed, 4096, step);
             expect_i32("act_update steps", sd, sr, B);
             expect_u8("act_update halted", hd, hr, B);
             for (int b = 0; training && b < B; b++) {
@@ -808,8 +808,8 @@ START_TEST(test_act_update) {
         ck_assert_msg(!training || explored > 0, "mode %d: exploration never fired", mode);
     }
     memcpy(sr, s0, sizeof sr), memcpy(sd, s0, sizeof sd); /* max 1: always halts, q unused */
-    run_act_update(p.ref, B, sr, hr, NULL, 1, 1, 0, 0.5f, 7, 7);
-    run_act_update(p.dev, B, sd, hd, NULL, 1, 1, 0, 0.5f, 7, 7);
+    run_act_update(p.ref, B, sr, hr, NULL, 1, 1, 0, 0.5f, 7, 0, 7);
+    run_act_update(p.dev, B, sd, hd, NULL, 1, 1, 0, 0.5f, 7, 0, 7);
     expect_i32("act_update max=1 steps", sd, sr, B);
     expect_u8("act_update max=1 halted", hd, hr, B);
     free(q), free(s0);
@@ -954,7 +954,7 @@ typedef struct { /* one step's state: the device pointers of a backend, or host 
 static void step_ops(trm_backend *b, const step_state *d) {
     b->gemm(b, 0, 1, G_M, G_N, G_K, 0.5f, d->A, G_K, 0, d->Bm, G_K, 0, 1.0f, d->C, G_N, 0, 1);
     b->attention_fwd(b, d->out, d->lse, d->qkv, 1, G_T, G_H, G_HD);
-    b->act_update(b, G_B, d->steps, d->halted, d->q, 16, 1, 0, 0.5f, 99, d->rng);
+    b->act_update(b, G_B, d->steps, d->halted, d->q, 16, 1, 0, 0.5f, 99, 0, d->rng);
 }
 
 static step_state step_upload(dmem *m, const step_state *h) {

@@ -7,6 +7,7 @@
 
 #include "check_main.h"
 #include "device.h"
+#include "dist.h"
 
 static int count_lines(FILE *f) {
     rewind(f);
@@ -30,6 +31,30 @@ START_TEST(mps_row_is_the_metal_style_policy) {
 }
 END_TEST
 
+/* cpu can train distributed exactly when this binary has MPI; a cpu row without it is refused
+ * with the message that says which build is needed, whatever this build is. */
+START_TEST(cpu_distributed_follows_the_mpi_build) {
+    ck_assert_int_eq(trm_known_caps("cpu")->distributed, trm_dist_have_mpi());
+    trm_caps no_mpi = *trm_known_caps("cpu");
+    no_mpi.distributed = 0;
+    trm_device_request req = {.want_distributed = 1};
+    int compile, bf16;
+    trm_err e = {{0}};
+    ck_assert_int_eq(trm_device_policy("cpu", &no_mpi, &req, &compile, &bf16, NULL, &e), -1);
+    ck_assert_ptr_nonnull(strstr(e.msg, "needs the MPI build"));
+    trm_device_choice dc;
+    memset(&e, 0, sizeof e);
+    int rc = trm_device_choose("cpu", &req, &dc, NULL, &e);
+    if (trm_dist_have_mpi())
+        ck_assert_int_eq(rc, 0);
+    else
+        ck_assert_ptr_nonnull(strstr(e.msg, "needs the MPI build"));
+    /* mps is refused before anything else, on any build */
+    ck_assert_int_eq(trm_device_policy("mps", trm_known_caps("mps"), &req, &compile, &bf16, NULL, &e), -1);
+    ck_assert_ptr_nonnull(strstr(e.msg, "not supported on the mps backend"));
+}
+END_TEST
+
 START_TEST(policy_for_every_row_and_request) {
     const char *names[] = {"cpu", "cuda", "mps"};
     for (int b = 0; b < 3; b++) {
@@ -44,8 +69,12 @@ START_TEST(policy_for_every_row_and_request) {
             int rc = trm_device_policy(names[b], caps, &req, &compile, &bf16, warn, &e);
             if (req.want_distributed && !caps->distributed) {
                 ck_assert_int_eq(rc, -1);
-                ck_assert_ptr_nonnull(strstr(e.msg, "distributed training is not supported"));
-                ck_assert_ptr_nonnull(strstr(e.msg, names[b]));
+                if (!strcmp(names[b], "cpu")) { /* a build without MPI */
+                    ck_assert_ptr_nonnull(strstr(e.msg, "needs the MPI build"));
+                } else {
+                    ck_assert_ptr_nonnull(strstr(e.msg, "distributed training is not supported"));
+                    ck_assert_ptr_nonnull(strstr(e.msg, names[b]));
+                }
                 ck_assert_int_eq(count_lines(warn), 0); /* refused before any other work */
             } else {
                 ck_assert_int_eq(rc, 0);
@@ -82,10 +111,8 @@ START_TEST(device_spec_errors_name_what_exists) {
     ck_assert_int_eq(trm_device_choose("auto", &req, &dc, NULL, &e), 0);
     ck_assert_ptr_nonnull(dc.entry);
     ck_assert_ptr_nonnull(strstr(dc.why, "device=auto chose"));
-    /* distributed on the cpu backend is refused by device choice too */
-    trm_device_request dist = {.want_distributed = 1};
-    ck_assert_int_eq(trm_device_choose("cpu", &dist, &dc, NULL, &e), -1);
-    ck_assert_ptr_nonnull(strstr(e.msg, "distributed training is not supported on the cpu backend"));
+    /* distributed cpu: allowed with MPI, refused by device choice without (see
+     * cpu_distributed_follows_the_mpi_build) */
 }
 END_TEST
 
@@ -94,6 +121,7 @@ int main(void) {
     TCase *tc = tcase_create("policy");
     tcase_add_test(tc, mps_row_is_the_metal_style_policy);
     tcase_add_test(tc, policy_for_every_row_and_request);
+    tcase_add_test(tc, cpu_distributed_follows_the_mpi_build);
     tcase_add_test(tc, device_spec_errors_name_what_exists);
     suite_add_tcase(s, tc);
     return trm_run_suite(s);

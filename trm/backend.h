@@ -20,7 +20,12 @@ typedef struct {
 
 /* The capabilities of every backend trm knows, compiled in or not (mps: the Metal-style
  * backend to come). The registry and the policy (device.c) both take them from here. */
-#define TRM_CAPS_CPU {.compile = 0, .distributed = 0, .bf16 = 0, .unified_memory = 1}
+#ifdef TRM_HAVE_MPI
+#define TRM_CPU_DISTRIBUTED 1 /* through MPI */
+#else
+#define TRM_CPU_DISTRIBUTED 0
+#endif
+#define TRM_CAPS_CPU {.compile = 0, .distributed = TRM_CPU_DISTRIBUTED, .bf16 = 0, .unified_memory = 1}
 #define TRM_CAPS_CUDA {.compile = 1, .distributed = 1, .bf16 = 1, .unified_memory = 0}
 #define TRM_CAPS_MPS {.compile = 0, .distributed = 0, .bf16 = 0, .unified_memory = 1}
 
@@ -71,6 +76,7 @@ typedef struct {
 } trm_embed_args;
 
 typedef struct trm_backend trm_backend;
+struct trm_dist;
 struct trm_backend {
     const char *name;
     trm_caps caps;
@@ -139,12 +145,13 @@ struct trm_backend {
                       int32_t *steps, int32_t *cur_inputs, int32_t *cur_labels, int32_t *cur_pid,
                       const int32_t *new_inputs, const int32_t *new_labels, const int32_t *new_pid);
     /* steps += 1; halted = steps ≥ max; in training (max > 1): halted |= q_halt > 0 (or
-     * > q_continue); exploration with counter-based RNG keyed by (seed, *rng_step, sample).
-     * rng_step is device memory read when the op runs, so a captured step replays with the
-     * value written before each replay. */
+     * > q_continue); exploration with counter-based RNG keyed by (seed, *rng_step, sample0 + b),
+     * sample0 being this rank's first row of the global batch, so W ranks halt the samples one
+     * process would. rng_step is device memory read when the op runs, so a captured step
+     * replays with the value written before each replay. */
     void (*act_update)(trm_backend *b, int B, int32_t *steps, uint8_t *halted, const float *q,
                        int halt_max_steps, int training, int no_act_continue, float explore_prob,
-                       uint64_t seed, const uint64_t *rng_step);
+                       uint64_t seed, uint64_t sample0, const uint64_t *rng_step);
 
     /* target_q_continue = sigmoid(steps ≥ max ? q_next_halt : max(q_next_halt, q_next_continue)) */
     void (*q_target)(trm_backend *b, int B, float *target, const float *q_next, const int32_t *steps,
@@ -169,6 +176,15 @@ struct trm_backend {
     void *(*capture_end)(trm_backend *b, size_t *nodes);
     void (*graph_launch)(trm_backend *b, void *graph);
     void (*graph_destroy)(trm_backend *b, void *graph);
+
+    /* ---- distributed (NULL where caps.distributed is 0) ----
+     * Collectives over the ranks of `d` on device memory, in order with the other ops. Every
+     * rank calls comm_init once after trm_dist_connect; a failing collective is fatal (the
+     * other ranks could not go on either). */
+    int (*comm_init)(trm_backend *b, struct trm_dist *d, trm_err *e);
+    void (*allreduce_sum)(trm_backend *b, float *buf, size_t n); /* in place */
+    /* recv (world*bytes) gets every rank's send (bytes) in rank order. */
+    void (*allgather)(trm_backend *b, const void *send, void *recv, size_t bytes);
 
     /* ---- memory housekeeping (optional) ---- */
     void (*mem_info)(trm_backend *b, size_t *free_bytes, size_t *total_bytes);

@@ -22,6 +22,7 @@
 
 #include "backend.h"
 #include "act_rules.h"
+#include "dist.h"
 
 /* Below this many elements a parallel region costs more than the loop itself. */
 #define PAR_MIN 32768
@@ -31,6 +32,7 @@
 typedef struct {
     float *scratch; /* per-call workspace, grown on demand; ops are called from one thread */
     size_t scratch_floats;
+    trm_dist *dist; /* the run's process group once comm_init ran (MPI data plane) */
 } cpu_ctx;
 
 static int max_threads(void) {
@@ -736,13 +738,13 @@ static void cpu_act_reset(trm_backend *be, int B, int T, int D, int S, const uin
 static void cpu_act_update(trm_backend *be, int B, int32_t *steps, uint8_t *halted,
                            const float *q, int halt_max_steps, int training,
                            int no_act_continue, float explore_prob, uint64_t seed,
-                           const uint64_t *rng_step) {
+                           uint64_t sample0, const uint64_t *rng_step) {
     int need_q = training && halt_max_steps > 1; /* q may be NULL otherwise */
     for (int b = 0; b < B; b++) {
         steps[b] += 1;
         halted[b] = (uint8_t)trm_act_halts(steps[b], halt_max_steps, training, no_act_continue,
                                            need_q ? q[b * 2] : 0.0f, need_q ? q[b * 2 + 1] : 0.0f,
-                                           explore_prob, seed, *rng_step, (uint64_t)b);
+                                           explore_prob, seed, *rng_step, sample0 + (uint64_t)b);
     }
 }
 
@@ -837,6 +839,31 @@ static void cpu_model_name(char *out, size_t len) {
 }
 
 /* Declared for the registry (backend_registry.c), which lists this backend. */
+/* ---- collectives: MPI on host memory ------------------------------------------------------ */
+
+#ifdef TRM_HAVE_MPI
+static int cpu_comm_init(trm_backend *be, trm_dist *d, trm_err *e) {
+    if (!d->mpi) return trm_errf(e, "cpu backend: the MPI world is not connected");
+    ((cpu_ctx *)be->ctx)->dist = d;
+    return 0;
+}
+
+static void fatal_collective(const trm_err *e) {
+    fprintf(stderr, "trm: %s\n", e->msg);
+    exit(1);
+}
+
+static void cpu_allreduce_sum(trm_backend *be, float *buf, size_t n) {
+    trm_err e;
+    if (trm_dist_mpi_allreduce_f32(((cpu_ctx *)be->ctx)->dist, buf, n, &e)) fatal_collective(&e);
+}
+
+static void cpu_allgather(trm_backend *be, const void *send, void *recv, size_t bytes) {
+    trm_err e;
+    if (trm_dist_mpi_allgather(((cpu_ctx *)be->ctx)->dist, send, recv, bytes, &e)) fatal_collective(&e);
+}
+#endif
+
 int trm_cpu_probe(char *desc, size_t desc_len);
 int trm_cpu_probe(char *desc, size_t desc_len) {
     if (desc && desc_len) {
@@ -858,7 +885,7 @@ trm_backend *trm_cpu_backend_create(int index, trm_err *e) {
     }
     trm_backend *be = xcalloc(1, sizeof *be);
     be->name = "cpu";
-    be->caps = (trm_caps){.compile = 0, .distributed = 0, .bf16 = 0, .unified_memory = 1};
+    be->caps = (trm_caps)TRM_CAPS_CPU;
     be->ctx = xcalloc(1, sizeof(cpu_ctx));
     be->destroy = cpu_destroy;
     be->alloc = cpu_alloc;
@@ -891,5 +918,10 @@ trm_backend *trm_cpu_backend_create(int index, trm_err *e) {
     be->adam_atan2 = cpu_adam_atan2;
     be->sign_sgd_sparse = cpu_sign_sgd_sparse;
     be->ema = cpu_ema;
+#ifdef TRM_HAVE_MPI
+    be->comm_init = cpu_comm_init;
+    be->allreduce_sum = cpu_allreduce_sum;
+    be->allgather = cpu_allgather;
+#endif
     return be;
 }

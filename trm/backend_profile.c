@@ -10,7 +10,7 @@
     X(gemm) X(add) X(axpy) X(transpose) X(rmsnorm_fwd) X(rmsnorm_bwd) X(swiglu_fwd)            \
     X(swiglu_bwd) X(rope_fwd) X(rope_bwd) X(attention_fwd) X(attention_bwd) X(bias_fwd)        \
     X(bias_bwd) X(embed_fwd) X(embed_bwd) X(loss_head) X(act_reset) X(act_update) X(q_target)  \
-    X(adam_atan2) X(sign_sgd_sparse) X(ema) X(copy) X(zero) X(to_device) X(to_host)
+    X(adam_atan2) X(sign_sgd_sparse) X(ema) X(copy) X(zero) X(to_device) X(to_host) X(allreduce_sum) X(allgather)
 
 enum {
 #define X(n) OP_##n,
@@ -88,8 +88,8 @@ WRAP(act_reset,
      (P(b)->inner, B, T, D, S, h, zH, zL, Hi, Li, st, ci, cl, cp, ni, nl, np))
 WRAP(act_update,
      (trm_backend * b, int B, int32_t *st, uint8_t *h, const float *q, int mx, int tr, int nac, float ep, uint64_t sd,
-      const uint64_t *rs),
-     (P(b)->inner, B, st, h, q, mx, tr, nac, ep, sd, rs))
+      uint64_t s0, const uint64_t *rs),
+     (P(b)->inner, B, st, h, q, mx, tr, nac, ep, sd, s0, rs))
 WRAP(q_target, (trm_backend * b, int B, float *t, const float *qn, const int32_t *st, int mx),
      (P(b)->inner, B, t, qn, st, mx))
 WRAP(adam_atan2,
@@ -104,6 +104,10 @@ WRAP(zero, (trm_backend * b, void *p, size_t n), (P(b)->inner, p, n))
 WRAP(to_device, (trm_backend * b, void *d, const void *s, size_t n), (P(b)->inner, d, s, n))
 WRAP(to_host, (trm_backend * b, void *d, const void *s, size_t n), (P(b)->inner, d, s, n))
 
+WRAP(allreduce_sum, (trm_backend * b, float *p, size_t n), (P(b)->inner, p, n))
+WRAP(allgather, (trm_backend * b, const void *s, void *r, size_t n), (P(b)->inner, s, r, n))
+
+static int w_comm_init(trm_backend *b, struct trm_dist *d, trm_err *e) { return P(b)->inner->comm_init(P(b)->inner, d, e); }
 static void *w_alloc(trm_backend *b, size_t n) { return P(b)->inner->alloc(P(b)->inner, n); }
 static void w_free(trm_backend *b, void *p) { P(b)->inner->free(P(b)->inner, p); }
 static void w_sync(trm_backend *b) { P(b)->inner->sync(P(b)->inner); }
@@ -150,5 +154,8 @@ trm_backend *trm_profile_wrap(trm_backend *inner) {
     b->graph_launch = NULL;
     b->graph_destroy = NULL;
     b->mem_info = inner->mem_info ? w_mem_info : NULL;
+    b->comm_init = inner->comm_init ? w_comm_init : NULL;
+    if (!inner->allreduce_sum) b->allreduce_sum = NULL;
+    if (!inner->allgather) b->allgather = NULL;
     return b;
 }

@@ -51,15 +51,27 @@ int trm_checkpoint_save(const char *path, const trm_model *m, const char *config
         add_dev(&s, "inner.puzzle_emb.weights", ST_F32, 2, sh, m->puz_w,
                 (size_t)sh[0] * (size_t)sh[1] * sizeof(float));
     }
-    int64_t zs[3] = {m->B, m->T, m->D}, bs[1] = {m->B}, ds[2] = {m->B, m->S};
-    size_t zb = (size_t)m->B * m->T * m->D * sizeof(float);
-    add_dev(&s, "carry.z_H", ST_F32, 3, zs, m->zH, zb);
-    add_dev(&s, "carry.z_L", ST_F32, 3, zs, m->zL, zb);
-    add_dev(&s, "carry.steps", ST_I32, 1, bs, m->steps, m->B * sizeof(int32_t));
-    add_dev(&s, "carry.halted", ST_BOOL, 1, bs, m->halted, (size_t)m->B);
-    add_dev(&s, "carry.inputs", ST_I32, 2, ds, m->cur_inputs, (size_t)m->B * m->S * sizeof(int32_t));
-    add_dev(&s, "carry.labels", ST_I32, 2, ds, m->cur_labels, (size_t)m->B * m->S * sizeof(int32_t));
-    add_dev(&s, "carry.puzzle_identifiers", ST_I32, 1, bs, m->cur_pid, m->B * sizeof(int32_t));
+    const trm_carry_host *c = st->carry;
+    int64_t rows = c ? c->rows : m->B;
+    int64_t zs[3] = {rows, m->T, m->D}, bs[1] = {rows}, ds[2] = {rows, m->S};
+    if (c) { /* gathered from every rank (host memory owned by the caller) */
+        st_writer_add(&s.w, "carry.z_H", ST_F32, 3, zs, c->zH);
+        st_writer_add(&s.w, "carry.z_L", ST_F32, 3, zs, c->zL);
+        st_writer_add(&s.w, "carry.steps", ST_I32, 1, bs, c->steps);
+        st_writer_add(&s.w, "carry.halted", ST_BOOL, 1, bs, c->halted);
+        st_writer_add(&s.w, "carry.inputs", ST_I32, 2, ds, c->inputs);
+        st_writer_add(&s.w, "carry.labels", ST_I32, 2, ds, c->labels);
+        st_writer_add(&s.w, "carry.puzzle_identifiers", ST_I32, 1, bs, c->pid);
+    } else {
+        size_t zb = (size_t)m->B * m->T * m->D * sizeof(float);
+        add_dev(&s, "carry.z_H", ST_F32, 3, zs, m->zH, zb);
+        add_dev(&s, "carry.z_L", ST_F32, 3, zs, m->zL, zb);
+        add_dev(&s, "carry.steps", ST_I32, 1, bs, m->steps, m->B * sizeof(int32_t));
+        add_dev(&s, "carry.halted", ST_BOOL, 1, bs, m->halted, (size_t)m->B);
+        add_dev(&s, "carry.inputs", ST_I32, 2, ds, m->cur_inputs, (size_t)m->B * m->S * sizeof(int32_t));
+        add_dev(&s, "carry.labels", ST_I32, 2, ds, m->cur_labels, (size_t)m->B * m->S * sizeof(int32_t));
+        add_dev(&s, "carry.puzzle_identifiers", ST_I32, 1, bs, m->cur_pid, m->B * sizeof(int32_t));
+    }
 
     char buf[64];
     st_writer_meta(&s.w, "format", CKPT_FORMAT);
@@ -73,7 +85,7 @@ int trm_checkpoint_save(const char *path, const trm_model *m, const char *config
     META_I("model.seq_len", m->S);
     META_I("model.vocab_size", m->V);
     META_I("model.num_puzzle_identifiers", m->cfg.num_puzzle_identifiers);
-    META_I("model.batch_size", m->B);
+    META_I("model.batch_size", rows);
     if (st->has_sampler) {
         META_I("sampler.seed", st->sampler.seed);
         META_I("sampler.epochs_per_iter", st->sampler.epochs_per_iter);
@@ -209,13 +221,17 @@ static int meta_i64(const st_file *f, const char *path, const char *key, int64_t
     return 0;
 }
 
-static int load_int_tensor(trm_backend *be, const st_file *f, const char *path, const char *name,
-                           st_dtype dt, size_t count, void *dev, trm_err *e) {
+/* One carry tensor of the global batch (rows = B × world): this rank's rows to the device. A
+ * checkpoint written by any number of ranks fits any other with the same global batch. */
+static int load_carry(const trm_model *m, const st_file *f, const char *path, const char *name, st_dtype dt,
+                      size_t row_elems, void *dev, trm_err *e) {
     const st_tensor *t = st_find(f, name);
     if (!t) return trm_errf(e, "%s: tensor %s missing", path, name);
-    if (t->dtype != dt || t->nbytes != count * (size_t)st_dtype_size(dt))
-        return trm_errf(e, "%s: tensor %s has the wrong dtype or size for this batch size", path, name);
-    be->to_device(be, dev, t->data, t->nbytes);
+    size_t world = (size_t)(m->world > 1 ? m->world : 1), esz = (size_t)st_dtype_size(dt);
+    size_t row_bytes = row_elems * esz, rows = (size_t)m->B * world;
+    if (t->dtype != dt || t->ndim < 1 || t->shape[0] != (int64_t)rows || t->nbytes != rows * row_bytes)
+        return trm_errf(e, "%s: tensor %s has the wrong dtype or size for global_batch_size %zu", path, name, rows);
+    m->be->to_device(m->be, dev, (const char *)t->data + (size_t)m->rank * m->B * row_bytes, (size_t)m->B * row_bytes);
     return 0;
 }
 
@@ -239,15 +255,14 @@ int trm_checkpoint_resume(trm_model *m, const char *path, trm_ckpt_state *st, tr
     if (load_params(m, &f, path, "optim.exp_avg.", m->m, 1, e)) goto out;
     if (load_params(m, &f, path, "optim.exp_avg_sq.", m->v, 1, e)) goto out;
     if (load_inits(m, &f, path, e) || load_puzzle(m, &f, path, 0, e)) goto out;
-    int64_t zs[3] = {m->B, m->T, m->D};
-    if (load_f32(m->be, &f, path, "carry.z_H", 3, zs, m->zH, 1, e)) goto out;
-    if (load_f32(m->be, &f, path, "carry.z_L", 3, zs, m->zL, 1, e)) goto out;
-    size_t B = (size_t)m->B, BS = (size_t)m->B * m->S;
-    if (load_int_tensor(m->be, &f, path, "carry.steps", ST_I32, B, m->steps, e) ||
-        load_int_tensor(m->be, &f, path, "carry.halted", ST_BOOL, B, m->halted, e) ||
-        load_int_tensor(m->be, &f, path, "carry.inputs", ST_I32, BS, m->cur_inputs, e) ||
-        load_int_tensor(m->be, &f, path, "carry.labels", ST_I32, BS, m->cur_labels, e) ||
-        load_int_tensor(m->be, &f, path, "carry.puzzle_identifiers", ST_I32, B, m->cur_pid, e))
+    size_t TD = (size_t)m->T * m->D, S = (size_t)m->S;
+    if (load_carry(m, &f, path, "carry.z_H", ST_F32, TD, m->zH, e) ||
+        load_carry(m, &f, path, "carry.z_L", ST_F32, TD, m->zL, e) ||
+        load_carry(m, &f, path, "carry.steps", ST_I32, 1, m->steps, e) ||
+        load_carry(m, &f, path, "carry.halted", ST_BOOL, 1, m->halted, e) ||
+        load_carry(m, &f, path, "carry.inputs", ST_I32, S, m->cur_inputs, e) ||
+        load_carry(m, &f, path, "carry.labels", ST_I32, S, m->cur_labels, e) ||
+        load_carry(m, &f, path, "carry.puzzle_identifiers", ST_I32, 1, m->cur_pid, e))
         goto out;
     int64_t ws = 1, v;
     if (meta_i64(&f, path, "step", &st->step, e) || meta_i64(&f, path, "total_steps", &st->total_steps, e)) goto out;

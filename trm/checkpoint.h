@@ -10,12 +10,22 @@
 #include "model.h"
 #include "util.h"
 
+/* The ACT carry of the whole global batch in host memory: a distributed run gathers every
+ * rank's rows before rank 0 writes (rank order = the global batch's row order). */
+typedef struct {
+    int64_t rows;
+    float *zH, *zL;
+    int32_t *steps, *inputs, *labels, *pid;
+    uint8_t *halted;
+} trm_carry_host;
+
 typedef struct {
     int64_t step;             /* optimizer updates done */
     int64_t total_steps;
     trm_sampler_state sampler;
     int has_sampler;
     int world_size;
+    const trm_carry_host *carry; /* save: NULL = the model's own (one-process) carry */
 } trm_ckpt_state;
 
 int trm_checkpoint_save(const char *path, const trm_model *m, const char *config_yaml,
@@ -23,7 +33,8 @@ int trm_checkpoint_save(const char *path, const trm_model *m, const char *config
 /* Inference/fine-tune weights (`inner.*`, reference names; a `_orig_mod.model.` prefix is
  * accepted). A puzzle table of another shape is reset to the mean row when allowed. */
 int trm_checkpoint_load_weights(trm_model *m, const char *path, int allow_puzzle_reset, trm_err *e);
-/* Everything for an exact continuation: weights, moments, EMA, carry, step and sampler. */
+/* Everything for an exact continuation: weights, moments, EMA, carry, step and sampler. In a
+ * distributed run (m->world > 1, set before) each rank takes its rows of the saved carry. */
 int trm_checkpoint_resume(trm_model *m, const char *path, trm_ckpt_state *st, trm_err *e);
 /* The resolved config YAML stored in a checkpoint (malloc'd), or NULL + e. */
 char *trm_checkpoint_config(const char *path, trm_err *e);

@@ -1,5 +1,8 @@
 /* cli_inspect.c — `trm inspect FILE...`: metadata and tensor table of safetensors files,
- * with checksums verified by st_open. A bad file is reported and the others still shown. */
+ * with checksums verified by st_open. A bad file is reported and the others still shown.
+ * `trm inspect --diff A B [--tol T]` compares two files tensor by tensor (runs on other
+ * devices or process counts are compared this way). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,8 +151,111 @@ static int inspect_one(const char *path, int blank_line_first) {
     return 0;
 }
 
+/* Max |a-b| of one float tensor pair and that relative to max |a|. */
+static int diff_tensor(const st_tensor *a, const st_tensor *b, double *abs_out, double *rel_out, trm_err *e) {
+    size_t n = 1;
+    for (int d = 0; d < a->ndim; d++) n *= (size_t)a->shape[d];
+    float *x = xmalloc((n ? n : 1) * sizeof *x), *y = xmalloc((n ? n : 1) * sizeof *y);
+    int rc = st_read_f32(a, x, e) || st_read_f32(b, y, e) ? -1 : 0;
+    double mabs = 0, scale = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        double d = fabs((double)x[i] - (double)y[i]);
+        if (d > mabs || d != d) mabs = d;
+        if (fabs((double)x[i]) > scale) scale = fabs((double)x[i]);
+    }
+    free(x);
+    free(y);
+    *abs_out = mabs;
+    *rel_out = scale > 0 ? mabs / scale : mabs;
+    return rc;
+}
+
+static int same_shape(const st_tensor *a, const st_tensor *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return 0;
+    return 1;
+}
+
+/* Exit status: 0 same within tol (or no tol), 1 differs beyond tol or in structure, 2 unreadable. */
+static int diff_files(const char *pa, const char *pb, double tol) {
+    st_file fa, fb;
+    trm_err e = {{0}};
+    if (st_open(&fa, pa, &e)) {
+        fprintf(stderr, "trm inspect: %s\n", e.msg);
+        return 2;
+    }
+    if (st_open(&fb, pb, &e)) {
+        fprintf(stderr, "trm inspect: %s\n", e.msg);
+        st_close(&fa);
+        return 2;
+    }
+    int bad = 0;
+    double worst = 0;
+    printf("%-40s %14s %14s\n", "tensor", "max |a-b|", "relative");
+    for (int i = 0; i < fa.ntensors; i++) {
+        const st_tensor *a = &fa.tensors[i], *b = st_find(&fb, a->name);
+        if (!b || !same_shape(a, b)) {
+            printf("%-40s %s\n", a->name, b ? "shapes differ" : "missing in the second file");
+            bad = 1;
+            continue;
+        }
+        double mabs, rel;
+        if (a->dtype == ST_F32 || a->dtype == ST_F16 || a->dtype == ST_BF16 || a->dtype == ST_F64) {
+            if (diff_tensor(a, b, &mabs, &rel, &e)) {
+                fprintf(stderr, "trm inspect: %s: %s\n", a->name, e.msg);
+                bad = 1;
+                continue;
+            }
+        } else {
+            mabs = rel = a->nbytes == b->nbytes && !memcmp(a->data, b->data, a->nbytes) ? 0.0 : 1.0;
+        }
+        printf("%-40s %14.6g %14.6g\n", a->name, mabs, rel);
+        if (rel > worst || rel != rel) worst = rel;
+    }
+    for (int i = 0; i < fb.ntensors; i++)
+        if (!st_find(&fa, fb.tensors[i].name)) {
+            printf("%-40s missing in the first file\n", fb.tensors[i].name);
+            bad = 1;
+        }
+    printf("largest relative difference: %.6g%s\n", worst,
+           tol >= 0 ? (worst <= tol && !bad ? " (within --tol)" : " (beyond --tol)") : "");
+    st_close(&fa);
+    st_close(&fb);
+    return bad || (tol >= 0 && !(worst <= tol)) ? 1 : 0;
+}
+
+static int cmd_diff(int argc, char **argv) {
+    const char *files[2];
+    int nf = 0;
+    double tol = -1;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--diff")) continue;
+        if (!strcmp(argv[i], "--tol")) {
+            char *end = NULL;
+            tol = i + 1 < argc ? strtod(argv[++i], &end) : -1;
+            if (!end || *end || !(tol >= 0)) {
+                fprintf(stderr, "trm inspect: --tol needs a non-negative number\n");
+                return 2;
+            }
+        } else if (nf < 2 && argv[i][0] != '-') {
+            files[nf++] = argv[i];
+        } else {
+            fprintf(stderr, "usage: trm inspect --diff A.safetensors B.safetensors [--tol T]\n");
+            return 2;
+        }
+    }
+    if (nf != 2) {
+        fprintf(stderr, "usage: trm inspect --diff A.safetensors B.safetensors [--tol T]\n");
+        return 2;
+    }
+    return diff_files(files[0], files[1], tol);
+}
+
 int cmd_inspect(int argc, char **argv, const trm_globals *g) {
     (void)g;
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--diff")) return cmd_diff(argc, argv);
     int nfiles = 0;
     for (int i = 0; i < argc; i++) {
         if (argv[i][0] == '-' && argv[i][1] != 0) {

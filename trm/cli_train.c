@@ -10,6 +10,7 @@
 #include "device.h"
 #include "evaluators.h"
 #include "json.h"
+#include "launch.h"
 #include "safetensors.h"
 #include "train.h"
 
@@ -98,11 +99,70 @@ static int find_resume(cfg_node *cfg, char **resume_path, trm_err *e) {
     return 0;
 }
 
+/* Removes `--nproc-per-node N` / `--nproc-per-node=N` from argv; *nproc = N, or 0 if absent. */
+static int take_nproc(int *argc, char **argv, int *nproc, trm_err *e) {
+    *nproc = 0;
+    for (int i = 0; i < *argc; i++) {
+        const char *v = NULL;
+        int used = 1;
+        if (!strcmp(argv[i], "--nproc-per-node") || !strcmp(argv[i], "--nproc_per_node")) {
+            v = i + 1 < *argc ? argv[i + 1] : NULL;
+            used = 2;
+        } else if (!strncmp(argv[i], "--nproc-per-node=", 17) || !strncmp(argv[i], "--nproc_per_node=", 17)) {
+            v = argv[i] + 17;
+        } else {
+            continue;
+        }
+        int64_t n;
+        if (trm_parse_i64("--nproc-per-node", v, &n, e)) return -1;
+        if (n < 1 || n > 1024) return trm_errf(e, "--nproc-per-node %s: expected a number of processes in 1..1024", v);
+        *nproc = (int)n;
+        memmove(argv + i, argv + i + used, (size_t)(*argc - i - used) * sizeof *argv);
+        *argc -= used;
+        i--;
+    }
+    return 0;
+}
+
+/* `trm pretrain --nproc-per-node N ...`: start N workers running `trm pretrain ...` with the
+ * torchrun environment and supervise them. */
+static int launch_workers(int nproc, int argc, char **argv, const trm_globals *g, trm_err *e) {
+    if (getenv("WORLD_SIZE") && getenv("RANK")) {
+        trm_errf(e, "--nproc-per-node inside an already launched run (WORLD_SIZE and RANK are set)");
+        return 2;
+    }
+    char exe[4096];
+    if (trm_self_exe(exe, sizeof exe, g->argv0, e)) return 1;
+    char **args = xcalloc((size_t)argc + 2 * (size_t)g->search.ndirs + 3, sizeof *args);
+    int k = 0;
+    args[k++] = (char *)g->argv0;
+    for (int i = 0; i < g->search.ndirs; i++) {
+        args[k++] = "--config-dir";
+        args[k++] = (char *)g->search.dirs[i];
+    }
+    args[k++] = "pretrain";
+    for (int i = 0; i < argc; i++) args[k++] = argv[i];
+    args[k] = NULL;
+    int rc = trm_launch_local(nproc, exe, args, e);
+    free(args);
+    return rc < 0 ? 1 : rc;
+}
+
 int cmd_pretrain(int argc, char **argv, const trm_globals *g) {
     const char *cfg_name;
     char **raw_ov;
     int n;
     trm_err e = {{0}};
+    int nproc;
+    if (take_nproc(&argc, argv, &nproc, &e)) {
+        fprintf(stderr, "trm pretrain: %s\n", e.msg);
+        return 2;
+    }
+    if (nproc > 0) {
+        int lrc = launch_workers(nproc, argc, argv, g, &e);
+        if (lrc && e.msg[0]) fprintf(stderr, "trm pretrain: %s\n", e.msg);
+        return lrc;
+    }
     if (trm_collect_overrides(argc, argv, &cfg_name, &raw_ov, &n, &e)) {
         fprintf(stderr, "trm pretrain: %s\n", e.msg);
         free(raw_ov);
@@ -369,7 +429,7 @@ static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
         if (evals) sinks[nsinks++] = trm_evaluators_sink(evals);
         trm_eval_metrics em = {0};
         char *ckdir = dirname_of(a->checkpoint), *tag = xasprintf("generate_%s", a->split);
-        int erc = trm_evaluate(&m, &plan, &d, gbs, NULL, &r, sinks, nsinks, e);
+        int erc = trm_evaluate(&m, &plan, &d, gbs, NULL, &r, sinks, nsinks, NULL, e);
         if (!erc) erc = trm_evaluators_finish(evals, ckdir, tag, &em, e);
         if (!erc && evals) fprintf(stderr, "submission: %s/evaluator_ARC_%s/submission.json\n", ckdir, tag);
         free(ckdir);

@@ -3,6 +3,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 static void names_of_registry(char *buf, size_t n) {
     buf[0] = 0;
@@ -62,8 +65,12 @@ int trm_device_choose(const char *spec, const trm_device_request *req, trm_devic
 int trm_device_policy(const char *name, const trm_caps *c, const trm_device_request *req, int *compile, int *bf16,
                       FILE *warn, trm_err *e) {
     if (req->want_distributed && !c->distributed)
-        return trm_errf(e, "distributed training is not supported on the %s backend; run one process, or use "
-                           "a backend that can all-reduce (cuda)", name);
+        return !strcmp(name, "cpu")
+                   ? trm_errf(e, "distributed training on cpu needs the MPI build of trm (this binary was built "
+                                 "without MPI, e.g. the fully static one); rebuild with libopenmpi-dev installed, "
+                                 "or run one process")
+                   : trm_errf(e, "distributed training is not supported on the %s backend; run one process, or "
+                                 "use a backend that can all-reduce (cuda, or cpu built with MPI)", name);
     *compile = req->want_compile && c->compile;
     if (req->want_compile && !c->compile && warn)
         fprintf(warn, "trm: warning: compile=true is not supported on %s; running the plain op-by-op path\n", name);
@@ -80,4 +87,28 @@ trm_backend *trm_device_open(const trm_device_choice *dc, trm_err *e) {
     const char *prof = getenv("TRM_PROFILE");
     if (prof && *prof && strcmp(prof, "0")) be = trm_profile_wrap(be);
     return be;
+}
+
+int trm_device_pick_local(trm_device_choice *dc, int local_rank, trm_err *e) {
+    int base = dc->index < 0 ? 0 : dc->index, want = base + local_rank;
+    char desc[200] = {0};
+    int ndev = dc->entry->probe(desc, sizeof desc);
+    if (want >= ndev)
+        return trm_errf(e, "local rank %d needs %s device %d, but only %d are present; start at most %d processes "
+                           "per host", local_rank, dc->entry->name, want, ndev, ndev - base);
+    dc->index = want;
+    size_t n = strlen(dc->why);
+    snprintf(dc->why + n, sizeof dc->why - n, "; local rank %d uses %s:%d", local_rank, dc->entry->name, want);
+    return 0;
+}
+
+void trm_device_share_host(int local_world) {
+#ifdef _OPENMP
+    const char *env = getenv("OMP_NUM_THREADS");
+    if ((env && *env) || local_world <= 1) return;
+    int n = omp_get_num_procs() / local_world;
+    omp_set_num_threads(n > 0 ? n : 1);
+#else
+    (void)local_world;
+#endif
 }

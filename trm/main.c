@@ -21,12 +21,16 @@ static int cmd_version(int argc, char **argv, const trm_globals *g) {
 
 static const command_entry commands[] = {
     {"pretrain", cmd_pretrain, "train a TRM (the reference's pretrain.py)",
-     "usage: trm pretrain [cfg=NAME] [key=value ...]\n"
+     "usage: trm pretrain [--nproc-per-node N] [cfg=NAME] [key=value ...]\n"
      "  Trains a Tiny Recursive Model on the dataset(s) in data_paths. The config is\n"
      "  configs/cfg_pretrain.yaml (or cfg=NAME) with command-line overrides applied.\n"
+     "  Distributed data-parallel: --nproc-per-node N starts N workers on this host; also\n"
+     "  `mpirun -np N trm pretrain ...` and torchrun's environment (RANK, WORLD_SIZE,\n"
+     "  LOCAL_RANK, MASTER_ADDR, MASTER_PORT). global_batch_size is split over the ranks.\n"
      "  examples:\n"
      "    trm pretrain cfg=sudoku data_paths=[data/sudoku-extreme-1k-aug-1000] +run_name=x\n"
-     "    trm pretrain arch.L_cycles=4 global_batch_size=64 resume=auto\n"},
+     "    trm pretrain arch.L_cycles=4 global_batch_size=64 resume=auto\n"
+     "    trm pretrain --nproc-per-node 2 cfg=sudoku device=cuda +run_name=ddp\n"},
     {"generate", cmd_generate, "run a trained checkpoint on data or a puzzle",
      "usage: trm generate --checkpoint FILE [--data DIR [--split test] [--json] [--output F]]\n"
      "                    [--input TEXT] [device=...]\n"
@@ -62,7 +66,10 @@ static const command_entry commands[] = {
     {"inspect", cmd_inspect, "list tensors and metadata of a safetensors file",
      "usage: trm inspect FILE [FILE ...]\n"
      "  Lists every tensor (name, dtype, shape, bytes) and the metadata, verifies CRC32\n"
-     "  checksums when present; exits non-zero on a malformed file.\n"},
+     "  checksums when present; exits non-zero on a malformed file.\n"
+     "       trm inspect --diff A B [--tol T]\n"
+     "  Compares two files tensor by tensor: max |a-b| and that relative to max |a|; with\n"
+     "  --tol, exits 1 when a relative difference exceeds T (or the tensors differ in name/shape).\n"},
     {"devices", cmd_devices, "list backends, devices and capabilities",
      "usage: trm devices\n"},
     {"bench", cmd_bench, "time training steps on synthetic data",

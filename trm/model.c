@@ -387,12 +387,64 @@ void trm_model_destroy(trm_model *m) {
                     m->cur_pid, m->in_inputs, m->in_labels, m->in_pid, m->x_emb, m->dx_emb,
                     m->d_puz_rows, m->logits, m->dlogits, m->q, m->dq, m->q_next, m->q_target,
                     m->preds, m->metrics, m->rng_step, m->dz, m->dz2, m->tmp_rows, m->tmp_big, m->act_arena,
-                    m->zH2, m->zL2, m->steps2, m->halted2, m->cur_inputs2, m->cur_labels2, m->cur_pid2};
+                    m->zH2, m->zL2, m->steps2, m->halted2, m->cur_inputs2, m->cur_labels2, m->cur_pid2,
+                    m->all_pid, m->all_preds, m->all_puz_rows, m->all_q, m->gather_stage};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
         if (ptrs[i]) be->free(be, ptrs[i]);
     free(m->saved);
     free(m->scratch);
     memset(m, 0, sizeof *m);
+}
+
+int trm_model_set_ranks(trm_model *m, int rank, int world, trm_err *e) {
+    m->rank = rank;
+    m->world = world;
+    if (world <= 1) return 0;
+    trm_backend *be = m->be;
+    if (!be->allreduce_sum || !be->allgather)
+        return trm_errf(e, "the %s backend has no collectives; it cannot train distributed", be->name);
+    size_t W = (size_t)world, B = (size_t)m->B, nd = (size_t)(m->cfg.puzzle_emb_ndim ? m->cfg.puzzle_emb_ndim : 1);
+    if (alloc_or_fail(be, (void **)&m->all_preds, W * B * (size_t)m->S * sizeof(int32_t), "gathered predictions", e) ||
+        alloc_or_fail(be, (void **)&m->all_q, W * B * 2 * sizeof(float), "gathered predictions", e) ||
+        alloc_or_fail(be, &m->gather_stage, W * TRM_GATHER_CHUNK, "gather staging", e))
+        return -1;
+    if (m->cfg.inference_only) return 0;
+    return alloc_or_fail(be, (void **)&m->all_pid, W * B * sizeof(int32_t), "gathered puzzle ids", e) ||
+                   alloc_or_fail(be, (void **)&m->all_puz_rows, W * B * nd * sizeof(float), "gathered puzzle gradients", e)
+               ? -1
+               : 0;
+}
+
+void trm_model_sync_grads(trm_model *m, int dense) {
+    if (m->world <= 1) return;
+    trm_backend *be = m->be;
+    if (dense) be->allreduce_sum(be, m->g, m->n_flat);
+    if (m->cfg.puzzle_emb_ndim > 0) {
+        be->allgather(be, m->cur_pid, m->all_pid, (size_t)m->B * sizeof(int32_t));
+        be->allgather(be, m->d_puz_rows, m->all_puz_rows, (size_t)m->B * m->cfg.puzzle_emb_ndim * sizeof(float));
+    }
+}
+
+void trm_model_gather_outputs(trm_model *m) {
+    if (m->world <= 1) return;
+    trm_backend *be = m->be;
+    be->allgather(be, m->preds, m->all_preds, (size_t)m->B * m->S * sizeof(int32_t));
+    be->allgather(be, m->q, m->all_q, (size_t)m->B * 2 * sizeof(float));
+}
+
+void trm_model_gather_rows(trm_model *m, const void *dev, size_t bytes, void *host) {
+    trm_backend *be = m->be;
+    if (m->world <= 1) {
+        be->to_host(be, host, dev, bytes);
+        return;
+    }
+    for (size_t off = 0; off < bytes; off += TRM_GATHER_CHUNK) {
+        size_t c = bytes - off < TRM_GATHER_CHUNK ? bytes - off : TRM_GATHER_CHUNK;
+        be->allgather(be, (const char *)dev + off, m->gather_stage, c);
+        if (m->rank != 0) continue;
+        for (int r = 0; r < m->world; r++)
+            be->to_host(be, (char *)host + (size_t)r * bytes + off, (const char *)m->gather_stage + (size_t)r * c, c);
+    }
 }
 
 void trm_model_set_batch(trm_model *m, const int32_t *inputs, const int32_t *labels,
@@ -642,7 +694,8 @@ void trm_model_step_body(trm_model *m, const trm_step_opts *o) {
 
     heads_fwd(m, w, m->zH, m->logits, m->q);
     be->act_update(be, m->B, m->steps, m->halted, m->q, m->cfg.halt_max_steps, o->training,
-                   m->cfg.no_ACT_continue, (float)m->cfg.halt_exploration_prob, o->seed, m->rng_step);
+                   m->cfg.no_ACT_continue, (float)m->cfg.halt_exploration_prob, o->seed,
+                   (uint64_t)m->rank * (uint64_t)m->B, m->rng_step);
 
     const float *q_target = NULL;
     if (o->training && m->cfg.halt_max_steps > 1 && !m->cfg.no_ACT_continue && !m->cfg.inference_only) {
@@ -703,8 +756,10 @@ double trm_lr_schedule(double base, int64_t t, int64_t warmup, int64_t total, do
 
 void trm_model_optim_step(trm_model *m, const trm_optim_opts *o) {
     trm_backend *be = m->be;
+    int dist = m->world > 1;
     if (m->cfg.puzzle_emb_ndim > 0)
-        be->sign_sgd_sparse(be, m->puz_w, m->cfg.puzzle_emb_ndim, m->cur_pid, m->d_puz_rows, m->B,
+        be->sign_sgd_sparse(be, m->puz_w, m->cfg.puzzle_emb_ndim, dist ? m->all_pid : m->cur_pid,
+                            dist ? m->all_puz_rows : m->d_puz_rows, m->B * (dist ? m->world : 1),
                             (float)o->puzzle_emb_lr, (float)o->puzzle_emb_weight_decay);
     if (!o->freeze_weights)
         be->adam_atan2(be, m->w, m->g, m->m, m->v, m->n_flat, (float)o->lr, (float)o->weight_decay,

@@ -82,7 +82,15 @@ typedef struct {
     /* offsets of parameters used by the forward (indices into params[]) */
     int p_tok, p_pos, p_lm, p_qw, p_qb;
     int p_layer[TRM_MAX_LAYERS][4];   /* per layer: attn qkv / mlp_t gate_up, attn o / mlp_t down, mlp gate_up, mlp down */
+    /* distributed: this rank's share of the global batch (B rows from row rank*B) and the
+     * buffers the other ranks' rows are gathered into (world > 1 only) */
+    int rank, world;
+    int32_t *all_pid, *all_preds;
+    float *all_puz_rows, *all_q;
+    void *gather_stage; /* world × TRM_GATHER_CHUNK bytes for trm_model_gather_rows */
 } trm_model;
+
+#define TRM_GATHER_CHUNK ((size_t)4 << 20)
 
 /* Derived sizes check: errors on inconsistent configs (e.g. hidden_size % num_heads). */
 int trm_model_config_check(const trm_model_config *c, trm_err *e);
@@ -92,6 +100,19 @@ int trm_model_create(trm_model *m, const trm_model_config *c, trm_backend *be, u
                      int ema_enabled, trm_err *e);
 void trm_model_destroy(trm_model *m);
 const trm_param *trm_model_find_param(const trm_model *m, const char *name);
+
+/* Makes the model one of `world` ranks (before the first step): exploration is keyed by the
+ * global row, and the gather buffers are allocated. The backend must have run comm_init. */
+int trm_model_set_ranks(trm_model *m, int rank, int world, trm_err *e);
+/* After a training step's backward, world > 1: sums the dense gradients over the ranks
+ * (unless dense is 0, e.g. frozen weights) and gathers every rank's puzzle-row gradients and
+ * ids, in rank order, for the sign-SGD update. */
+void trm_model_sync_grads(trm_model *m, int dense);
+/* world > 1: the current predictions and q of every rank into all_preds / all_q (rank order). */
+void trm_model_gather_outputs(trm_model *m);
+/* Collective: every rank's `bytes` at device address `dev`, concatenated in rank order into
+ * `host` (world × bytes) on rank 0; host is unused elsewhere. Used for the carry checkpoint. */
+void trm_model_gather_rows(trm_model *m, const void *dev, size_t bytes, void *host);
 
 /* Host batch → the model's step inputs. */
 void trm_model_set_batch(trm_model *m, const int32_t *inputs, const int32_t *labels,

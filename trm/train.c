@@ -5,15 +5,18 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "checkpoint.h"
 #include "compile.h"
 #include "npy.h"
 #include "device.h"
+#include "dist.h"
 #include "evaluators.h"
 #include "json.h"
 #include "rng.h"
@@ -79,21 +82,29 @@ trm_eval_sink trm_eval_collect(trm_eval_outputs *o) {
     return s;
 }
 
+/* In a distributed run each rank steps its share of every test batch; predictions are gathered
+ * to every rank and rank 0 alone feeds the sinks, with the whole batch read by a second,
+ * one-rank iterator; the metric sums are reduced at the end. */
 int trm_evaluate(trm_model *m, trm_plan *plan, const trm_dataset *d, int64_t global_batch_size, const float *weights,
-                 trm_eval_result *res, const trm_eval_sink *sinks, int nsinks, trm_err *e) {
+                 trm_eval_result *res, const trm_eval_sink *sinks, int nsinks, trm_dist *dist, trm_err *e) {
     trm_backend *be = m->be;
+    int world = m->world > 1 ? m->world : 1;
+    if (m->rank != 0) nsinks = 0;
     memset(res, 0, sizeof *res);
     res->nsets = d->nsets;
     res->names = xcalloc((size_t)d->nsets, sizeof *res->names);
     res->sums = xcalloc((size_t)d->nsets, sizeof *res->sums);
     for (int i = 0; i < d->nsets; i++) res->names[i] = xstrdup(d->sets[i].name);
-    trm_test_iter it;
-    trm_test_iter_init(&it, global_batch_size, 0, 1);
-    trm_batch b;
+    trm_test_iter it, whole;
+    trm_test_iter_init(&it, global_batch_size, m->rank, world);
+    trm_test_iter_init(&whole, global_batch_size, 0, 1);
+    trm_batch b, gb = {0};
     trm_batch_alloc(&b, m->B, m->S);
+    if (world > 1 && nsinks) trm_batch_alloc(&gb, (int64_t)m->B * world, m->S);
     trm_model_swap_carry(m);
-    int32_t *preds = nsinks ? xmalloc((size_t)m->B * m->S * sizeof(int32_t)) : NULL;
-    float *q = nsinks ? xmalloc((size_t)m->B * 2 * sizeof(float)) : NULL;
+    size_t rows = (size_t)m->B * (size_t)world;
+    int32_t *preds = nsinks ? xmalloc(rows * m->S * sizeof(int32_t)) : NULL;
+    float *q = nsinks ? xmalloc(rows * 2 * sizeof(float)) : NULL;
     int got, rc = 0;
     while (rc == 0 && (got = trm_test_iter_next(d, &it, &b)) != 0) {
         if (got < 0) {
@@ -111,18 +122,30 @@ int trm_evaluate(trm_model *m, trm_plan *plan, const trm_dataset *d, int64_t glo
         double mt[TRM_NMETRICS];
         be->to_host(be, mt, m->metrics, sizeof mt);
         for (int k = 0; k < TRM_NMETRICS; k++) res->sums[b.set_index][k] += mt[k];
-        if (nsinks) {
-            int64_t real = b.effective_size < m->B ? b.effective_size : m->B;
-            be->to_host(be, preds, m->preds, (size_t)m->B * m->S * sizeof(int32_t));
-            be->to_host(be, q, m->q, (size_t)m->B * 2 * sizeof(float));
-            for (int k = 0; k < nsinks && rc == 0; k++) rc = sinks[k].batch(sinks[k].ctx, &b, real, preds, q, e);
+        if (world > 1) trm_model_gather_outputs(m);
+        if (!nsinks) continue;
+        const trm_batch *sb = &b;
+        if (world > 1) {
+            if (trm_test_iter_next(d, &whole, &gb) != 1) {
+                rc = trm_errf(e, "the test batches of rank 0 and of the whole batch disagree");
+                break;
+            }
+            sb = &gb;
         }
+        int64_t real = sb->effective_size < (int64_t)rows ? sb->effective_size : (int64_t)rows;
+        be->to_host(be, preds, world > 1 ? m->all_preds : m->preds, rows * m->S * sizeof(int32_t));
+        be->to_host(be, q, world > 1 ? m->all_q : m->q, rows * 2 * sizeof(float));
+        for (int k = 0; k < nsinks && rc == 0; k++) rc = sinks[k].batch(sinks[k].ctx, sb, real, preds, q, e);
     }
     trm_model_swap_carry(m);
     be->zero(be, m->metrics, TRM_NMETRICS * sizeof(double)); /* training accumulates from zero */
     free(preds);
     free(q);
     trm_batch_free(&b);
+    if (gb.inputs) trm_batch_free(&gb);
+    /* every rank walked the same batches (rank 0's sink errors surface after the reduce) */
+    if (world > 1 && dist && d->nsets > 0 && trm_dist_allreduce_f64(dist, &res->sums[0][0], (size_t)d->nsets * TRM_NMETRICS, e))
+        return -1;
     return rc;
 }
 
@@ -217,7 +240,10 @@ typedef struct {
     int acc_steps;
     double lr;
     trm_plan plan;
+    trm_dist *dist; /* the process group; rank 0 alone writes logs, metrics and checkpoints */
 } trainer;
+
+static int is_root(const trainer *t) { return t->dist->rank == 0; }
 
 /* One metrics.jsonl record: {"step": N, "kind": KIND, ...}. */
 static void record_begin(json_buf *b, int64_t step, const char *kind) {
@@ -230,8 +256,10 @@ static void record_begin(json_buf *b, int64_t step, const char *kind) {
 static void record_end(trainer *t, json_buf *b) {
     json_obj_end(b);
     json_raw(b, "\n");
-    fputs(b->data, t->metrics);
-    fflush(t->metrics);
+    if (t->metrics) {
+        fputs(b->data, t->metrics);
+        fflush(t->metrics);
+    }
     json_buf_free(b);
 }
 
@@ -277,12 +305,17 @@ static void log_train(trainer *t) {
 
 /* Train metrics accumulate on the device across steps (no per-step synchronisation); they are
  * read back at log points and before evaluations, checkpoints and stops, which is also where
- * a non-finite loss is caught, so no checkpoint is written from a diverged model. */
-static int flush_metrics(trainer *t, trm_err *e) {
+ * a non-finite loss is caught, so no checkpoint is written from a diverged model. In a
+ * distributed run they are summed over the ranks here, together with whether any rank was
+ * asked to stop (*sig), so that every rank takes the same decisions at the same step. */
+static int flush_metrics(trainer *t, int *sig, trm_err *e) {
     trm_backend *be = t->be;
-    double mt[TRM_NMETRICS];
-    be->to_host(be, mt, t->m.metrics, sizeof mt);
-    be->zero(be, t->m.metrics, sizeof mt);
+    double mt[TRM_NMETRICS + 1];
+    be->to_host(be, mt, t->m.metrics, TRM_NMETRICS * sizeof(double));
+    be->zero(be, t->m.metrics, TRM_NMETRICS * sizeof(double));
+    mt[TRM_NMETRICS] = sig && *sig ? 1.0 : 0.0;
+    if (trm_dist_allreduce_f64(t->dist, mt, TRM_NMETRICS + 1, e)) return -1;
+    if (sig && !*sig && mt[TRM_NMETRICS] > 0) *sig = SIGTERM; /* another rank's signal */
     double loss = mt[TRM_M_LM_LOSS] + 0.5 * (mt[TRM_M_Q_HALT_LOSS] + mt[TRM_M_Q_CONTINUE_LOSS]);
     if (!isfinite(loss)) {
         if (t->tty) fputc('\n', stdout);
@@ -294,12 +327,47 @@ static int flush_metrics(trainer *t, trm_err *e) {
     return 0;
 }
 
+/* Distributed: every rank's carry rows, gathered to rank 0's host memory (collective). */
+static void gather_carry(trainer *t, trm_carry_host *c) {
+    trm_model *m = &t->m;
+    size_t B = (size_t)m->B, W = (size_t)m->world, TD = (size_t)m->T * m->D, S = (size_t)m->S;
+    int root = is_root(t);
+    c->rows = (int64_t)(B * W);
+#define GATHER(field, dev, elem_bytes)                                                          \
+    c->field = root ? xmalloc(B * W * (elem_bytes)) : NULL;                                     \
+    trm_model_gather_rows(m, dev, B * (elem_bytes), c->field);
+    GATHER(zH, m->zH, TD * sizeof(float))
+    GATHER(zL, m->zL, TD * sizeof(float))
+    GATHER(steps, m->steps, sizeof(int32_t))
+    GATHER(halted, m->halted, 1)
+    GATHER(inputs, m->cur_inputs, S * sizeof(int32_t))
+    GATHER(labels, m->cur_labels, S * sizeof(int32_t))
+    GATHER(pid, m->cur_pid, sizeof(int32_t))
+#undef GATHER
+}
+
+static void free_carry(trm_carry_host *c) {
+    free(c->zH);
+    free(c->zL);
+    free(c->steps);
+    free(c->halted);
+    free(c->inputs);
+    free(c->labels);
+    free(c->pid);
+}
+
+/* Collective in a distributed run (the carry is gathered); rank 0 writes. */
 static int save_checkpoint(trainer *t, trm_err *e) {
+    trm_carry_host carry = {0};
+    if (t->dist->world > 1) gather_carry(t, &carry);
+    if (!is_root(t)) return 0;
     char *name = xasprintf("step_%" PRId64 ".safetensors", t->step);
     char *path = trm_path_join(t->run_dir, name);
     trm_ckpt_state st = {.step = t->step, .total_steps = t->total_steps, .sampler = t->sampler,
-                         .has_sampler = 1, .world_size = 1};
+                         .has_sampler = 1, .world_size = t->dist->world,
+                         .carry = t->dist->world > 1 ? &carry : NULL};
     int rc = trm_checkpoint_save(path, &t->m, t->config_yaml, &st, e);
+    free_carry(&carry);
     if (!rc) {
         if (t->tty) fputc('\n', stdout);
         printf("checkpoint: %s\n", path);
@@ -313,13 +381,13 @@ static int run_eval(trainer *t, trm_err *e) {
     trm_eval_result r;
     trm_eval_outputs o = {0};
     const float *w = t->rc.ema ? t->m.ema : NULL;
-    int save = t->rc.eval_save_outputs, nsinks = 0;
+    int save = t->rc.eval_save_outputs && is_root(t), nsinks = 0;
     trm_eval_sink sinks[2];
     if (save) sinks[nsinks++] = trm_eval_collect(&o);
     /* The evaluators are not reset between evaluations: the reference's ARC evaluator votes
      * with aggregated_voting=True, over the predictions of every evaluation of the run so far. */
     if (t->evals) sinks[nsinks++] = trm_evaluators_sink(t->evals);
-    if (trm_evaluate(&t->m, &t->plan, &t->test, t->rc.global_batch_size, w, &r, sinks, nsinks, e)) {
+    if (trm_evaluate(&t->m, &t->plan, &t->test, t->rc.global_batch_size, w, &r, sinks, nsinks, t->dist, e)) {
         free(o.preds);
         free(o.q_halt);
         return -1;
@@ -415,6 +483,7 @@ static int train_loop(trainer *t, trm_err *e) {
             trm_step_opts so = {.training = 1, .want_grad = 1, .grad_scale = 1.0f / (float)t->rc.global_batch_size,
                                 .seed = (uint64_t)t->rc.seed, .rng_step = (uint64_t)t->step};
             trm_plan_step(&t->plan, &so);
+            trm_model_sync_grads(m, !t->rc.freeze_weights);
             t->lr = trm_lr_schedule(t->rc.lr, t->step, t->rc.lr_warmup_steps, t->total_steps, t->rc.lr_min_ratio);
             trm_optim_opts oo = {
                 .lr = t->lr,
@@ -425,10 +494,12 @@ static int train_loop(trainer *t, trm_err *e) {
                 .freeze_weights = t->rc.freeze_weights, .ema = t->rc.ema, .ema_rate = t->rc.ema_rate};
             trm_model_optim_step(m, &oo);
             t->acc_steps++;
-            int sig = trm_signals_pending();
-            int stop = sig || t->step == t->rc.stop_after_steps;
+            int sig = trm_signals_pending(), at_stop = t->step == t->rc.stop_after_steps;
             int log = t->step % t->rc.log_interval == 0 || t->step == t->total_steps;
-            if ((log || stop) && (rc = flush_metrics(t, e)) != 0) break;
+            /* distributed: signals are looked at where all ranks meet anyway (log points) */
+            if (t->dist->world > 1 && !log && !at_stop) sig = 0;
+            if ((log || sig || at_stop) && (rc = flush_metrics(t, &sig, e)) != 0) break;
+            int stop = sig || at_stop;
             if (log) log_train(t);
             if (stop) {
                 if (t->tty) fputc('\n', stdout);
@@ -441,7 +512,7 @@ static int train_loop(trainer *t, trm_err *e) {
                 return src ? -1 : sig ? 128 + sig : 0;
             }
         }
-        if (rc || (rc = flush_metrics(t, e)) != 0) break;
+        if (rc || (rc = flush_metrics(t, NULL, e)) != 0) break;
         trm_sampler_next_iter(&t->sampler);
         saved_last = 0;
         /* The reference keeps looping over the remaining chunks once total_steps is reached
@@ -469,32 +540,91 @@ static int train_loop(trainer *t, trm_err *e) {
     return rc;
 }
 
+/* Every rank must run the same configuration; `mine` is the checksum of this rank's before the
+ * run names are drawn (only rank 0's are used). */
+static int check_same_config(trainer *t, uint32_t mine, trm_err *e) {
+    uint32_t root = mine;
+    if (trm_dist_bcast(t->dist, &root, sizeof root, e)) return -1;
+    if (mine != root)
+        return trm_errf(e, "rank %d's configuration differs from rank 0's; every rank must be started with the "
+                           "same command line and config files", t->dist->rank);
+    return 0;
+}
+
+/* Device, process group and collectives: the device policy refuses distributed runs on
+ * backends without collectives; GPUs are taken one per local rank. */
+static int open_device(trainer *t, trm_device_choice *dc, trm_err *e) {
+    trm_dist *d = t->dist;
+    trm_device_request req = {.want_compile = t->rc.compile, .want_bf16 = t->rc.arch.forward_bf16,
+                              .want_distributed = d->world > 1};
+    if (trm_device_choose(t->rc.device, &req, dc, is_root(t) ? stderr : NULL, e)) return -1;
+    if (d->world > 1) {
+        if (!strcmp(dc->entry->name, "cpu")) trm_device_share_host(d->local_world);
+        else if (trm_device_pick_local(dc, d->local_rank, e)) return -1;
+        if (trm_dist_connect(d, !strcmp(dc->entry->name, "cpu"), e)) return -1;
+    }
+    printf("%s\n", dc->why);
+    t->be = trm_device_open(dc, e);
+    if (!t->be) return -1;
+    if (d->world > 1) {
+        if (t->be->comm_init(t->be, d, e)) return -1;
+        printf("distributed: %d ranks (launched by %s), %d per host; global batch %" PRId64 " = %d x %" PRId64
+               " per rank; gradients summed with %s\n",
+               d->world, trm_launch_name(d->launch), d->local_world, t->rc.global_batch_size, d->world,
+               t->rc.global_batch_size / d->world, strcmp(t->be->name, "cpu") ? "NCCL" : "MPI");
+    }
+    return 0;
+}
+
+/* Every rank starts from rank 0's weights (and EMA): identical anyway when all ranks ran the
+ * same initialisation or loaded the same checkpoint, but this is what makes it a guarantee. */
+static int share_root_weights(trainer *t, trm_err *e) {
+    if (t->dist->world <= 1) return 0;
+    trm_model *m = &t->m;
+    size_t bytes = m->n_flat * sizeof(float);
+    float *h = xmalloc(bytes);
+    float *bufs[2] = {m->w, m->ema};
+    int rc = 0;
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        if (!bufs[i]) continue;
+        t->be->to_host(t->be, h, bufs[i], bytes);
+        rc = trm_dist_bcast(t->dist, h, bytes, e);
+        if (!rc && !is_root(t)) t->be->to_device(t->be, bufs[i], h, bytes);
+    }
+    free(h);
+    return rc;
+}
+
 static int setup(trainer *t, const char *resume_path, trm_err *e) {
     if (trm_run_config_read(&t->rc, t->cfg, e)) return -1;
+    trm_dist *d = t->dist;
+    if (trm_check_batch_split(t->rc.global_batch_size, d->rank, d->world, e))
+        return -1;
+    char *yaml = cfg_to_yaml(t->cfg);
+    uint32_t cfg_crc = (uint32_t)crc32(0L, (const Bytef *)yaml, (uInt)strlen(yaml));
+    free(yaml);
     trm_fill_run_names(t->cfg, &t->rc);
     trm_run_config_free(&t->rc);
     if (trm_run_config_read(&t->rc, t->cfg, e)) return -1;
     t->run_dir = t->rc.checkpoint_path;
     if (open_data(t, e)) return -1;
 
-    trm_device_request req = {.want_compile = t->rc.compile, .want_bf16 = t->rc.arch.forward_bf16};
     trm_device_choice dc;
-    if (trm_device_choose(t->rc.device, &req, &dc, stderr, e)) return -1;
-    printf("%s\n", dc.why);
-    t->be = trm_device_open(&dc, e);
-    if (!t->be) return -1;
+    if (open_device(t, &dc, e)) return -1;
+    if (d->world > 1 && check_same_config(t, cfg_crc, e)) return -1;
 
     trm_model_config mc;
     int64_t gbs = t->rc.global_batch_size;
-    trm_model_config_for(&mc, &t->rc, &t->train.meta, (int)gbs);
+    trm_model_config_for(&mc, &t->rc, &t->train.meta, (int)(gbs / d->world));
     if (trm_model_create(&t->m, &mc, t->be, (uint64_t)t->rc.seed, t->rc.ema, e)) return -1;
+    if (trm_model_set_ranks(&t->m, d->rank, d->world, e)) return -1;
     trm_plan_init(&t->plan, &t->m, dc.compile);
     t->total_steps = trm_total_steps(&t->train.meta, t->rc.epochs, gbs);
     t->total_iters = t->rc.epochs / t->rc.eval_interval;
     if (t->total_steps < 1)
         return trm_errf(e, "the run has no training steps: epochs (%" PRId64 ") x examples per epoch is smaller than "
                            "global_batch_size (%" PRId64 ")", t->rc.epochs, gbs);
-    trm_sampler_init(&t->sampler, (uint64_t)t->rc.seed, t->rc.eval_interval, gbs, 0, 1);
+    trm_sampler_init(&t->sampler, (uint64_t)t->rc.seed, t->rc.eval_interval, gbs, d->rank, d->world);
 
     if (resume_path) {
         trm_ckpt_state st;
@@ -515,6 +645,8 @@ static int setup(trainer *t, const char *resume_path, trm_err *e) {
         if (trm_checkpoint_load_weights(&t->m, t->rc.load_checkpoint, 1, e)) return -1;
         printf("loaded weights from %s\n", t->rc.load_checkpoint);
     }
+    if (share_root_weights(t, e)) return -1;
+    if (!is_root(t)) return 0; /* the run directory, config and logs are rank 0's */
     if (trm_mkdirs(t->run_dir, e)) return -1;
     t->config_yaml = cfg_to_yaml(t->cfg);
     char *cpath = trm_path_join(t->run_dir, "config.yaml");
@@ -535,7 +667,7 @@ static int setup(trainer *t, const char *resume_path, trm_err *e) {
     printf("model: %zu parameters (%s), %" PRId64 " steps of %" PRId64 " examples, %" PRId64 " chunks of %" PRId64 " epochs\n",
            nparams, t->rc.arch.mlp_t ? "mlp_t" : "attention", t->total_steps, gbs, t->total_iters,
            t->rc.eval_interval);
-    if (t->have_test) {
+    if (t->have_test && is_root(t)) {
         const char *dir = t->rc.n_data_paths_test ? t->rc.data_paths_test[0] : t->rc.data_paths[0];
         if (trm_evaluators_open(&t->evals, t->rc.evaluators, t->rc.n_evaluators, dir, e)) return -1;
     }
@@ -547,8 +679,16 @@ int trm_pretrain_main(cfg_node *cfg, const char *resume_path) {
     trainer t;
     memset(&t, 0, sizeof t);
     t.cfg = cfg;
-    t.tty = isatty(STDOUT_FILENO);
     trm_err e = {{0}};
+    trm_dist dist;
+    if (trm_dist_detect(&dist, &e)) {
+        fprintf(stderr, "trm pretrain: %s\n", e.msg);
+        return 1;
+    }
+    t.dist = &dist;
+    /* the other ranks' stdout would repeat rank 0's; their errors still reach stderr */
+    if (dist.rank != 0 && !freopen("/dev/null", "w", stdout)) return 1;
+    t.tty = isatty(STDOUT_FILENO);
     int rc = setup(&t, resume_path, &e);
     if (rc == 0) {
         trm_signals_install();
@@ -557,8 +697,13 @@ int trm_pretrain_main(cfg_node *cfg, const char *resume_path) {
         rc = train_loop(&t, &e);
     }
     if (rc < 0 || (rc > 0 && rc < 128)) {
-        fprintf(stderr, "trm pretrain: %s\n", e.msg);
+        if (dist.world > 1)
+            fprintf(stderr, "trm pretrain (rank %d): %s\n", dist.rank, e.msg);
+        else
+            fprintf(stderr, "trm pretrain: %s\n", e.msg);
         rc = 1;
+        /* the other ranks may be waiting in a collective: take the whole run down */
+        if (dist.world > 1) trm_dist_abort(&dist, rc);
     }
     if (t.metrics) fclose(t.metrics);
     trm_evaluators_free(t.evals);
@@ -569,5 +714,6 @@ int trm_pretrain_main(cfg_node *cfg, const char *resume_path) {
     if (t.train.sets) trm_dataset_close(&t.train);
     free(t.config_yaml);
     trm_run_config_free(&t.rc);
+    trm_dist_finalize(&dist);
     return rc;
 }

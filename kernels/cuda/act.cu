@@ -54,23 +54,23 @@ void k_act_reset(cudaStream_t st, int B, int T, int D, int S, const uint8_t *hal
 
 __global__ void act_update_kernel(int B, int32_t *steps, uint8_t *halted, const float *q, int hmax,
                                   int training, int no_act_continue, float explore_prob,
-                                  uint64_t seed, const uint64_t *rng_step) {
+                                  uint64_t seed, uint64_t sample0, const uint64_t *rng_step) {
     int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B) return;
     int s = steps[b] + 1, need_q = training && hmax > 1;
     steps[b] = s;
     halted[b] = (uint8_t)trm_act_halts(s, hmax, training, no_act_continue, need_q ? q[b * 2] : 0.0f,
                                        need_q ? q[b * 2 + 1] : 0.0f, explore_prob, seed, *rng_step,
-                                       (uint64_t)b);
+                                       sample0 + (uint64_t)b);
 }
 
 void k_act_update(cudaStream_t st, int B, int32_t *steps, uint8_t *halted, const float *q,
                   int halt_max_steps, int training, int no_act_continue, float explore_prob,
-                  uint64_t seed, const uint64_t *rng_step) {
+                  uint64_t seed, uint64_t sample0, const uint64_t *rng_step) {
     if (B > 0)
         act_update_kernel<<<(B + 255) / 256, 256, 0, st>>>(B, steps, halted, q, halt_max_steps,
                                                            training, no_act_continue, explore_prob,
-                                                           seed, rng_step);
+                                                           seed, sample0, rng_step);
 }
 
 __global__ void q_target_kernel(int B, float *target, const float *q_next, const int32_t *steps,

@@ -83,6 +83,7 @@ typedef struct {
     int nplans;
     scratch_buf scratch[SCR_COUNT];
     int capturing;
+    void *nccl; /* the run's NCCL communicator, once comm_init ran */
 } cuda_ctx;
 
 static cuda_ctx *CTX(trm_backend *b) { return (cuda_ctx *)b->ctx; }
@@ -362,8 +363,8 @@ static void cuda_act_reset(trm_backend *b, int B, int T, int D, int S, const uin
 }
 static void cuda_act_update(trm_backend *b, int B, int32_t *steps, uint8_t *halted, const float *q,
                             int hmax, int training, int nac, float ep, uint64_t seed,
-                            const uint64_t *rng_step) {
-    k_act_update(ST(b), B, steps, halted, q, hmax, training, nac, ep, seed, rng_step);
+                            uint64_t sample0, const uint64_t *rng_step) {
+    k_act_update(ST(b), B, steps, halted, q, hmax, training, nac, ep, seed, sample0, rng_step);
 }
 static void cuda_q_target(trm_backend *b, int B, float *t, const float *qn, const int32_t *steps, int hmax) {
     k_q_target(ST(b), B, t, qn, steps, hmax);
@@ -377,6 +378,20 @@ static void cuda_sign_sgd(trm_backend *b, float *w, int ndim, const int32_t *ids
     k_sign_sgd_sparse(ST(b), w, ndim, ids, g, n, lr, wd);
 }
 static void cuda_ema(trm_backend *b, float *s, const float *p, size_t n, float rate) { k_ema(ST(b), s, p, n, rate); }
+
+/* ---- collectives (NCCL, on the backend's stream) ------------------------------------------ */
+
+static int cuda_comm_init(trm_backend *b, struct trm_dist *d, trm_err *e) {
+    if (CTX(b)->nccl) return 0;
+    CTX(b)->nccl = trm_nccl_init(d, e);
+    return CTX(b)->nccl ? 0 : -1;
+}
+static void cuda_allreduce_sum(trm_backend *b, float *buf, size_t n) {
+    trm_nccl_allreduce_sum(CTX(b)->nccl, buf, n, ST(b));
+}
+static void cuda_allgather(trm_backend *b, const void *send, void *recv, size_t bytes) {
+    trm_nccl_allgather(CTX(b)->nccl, send, recv, bytes, ST(b));
+}
 
 /* ---- graphs (the compile stage) ------------------------------------------------------------ */
 
@@ -425,6 +440,7 @@ static void cuda_mem_info(trm_backend *b, size_t *free_b, size_t *total_b) {
 static void cuda_destroy(trm_backend *b) {
     cuda_ctx *c = CTX(b);
     cudaStreamSynchronize(c->stream);
+    trm_nccl_destroy(c->nccl);
     for (int i = 0; i < c->nplans; i++) plan_release(&c->plans[i]);
     for (int i = 0; i < SCR_COUNT; i++)
         if (c->scratch[i].p) cudaFree(c->scratch[i].p);
@@ -522,5 +538,8 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     b->graph_launch = cuda_graph_launch;
     b->graph_destroy = cuda_graph_destroy;
     b->mem_info = cuda_mem_info;
+    b->comm_init = cuda_comm_init;
+    b->allreduce_sum = cuda_allreduce_sum;
+    b->allgather = cuda_allgather;
     return b;
 }

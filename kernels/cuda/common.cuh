@@ -85,7 +85,7 @@ void k_act_reset(cudaStream_t st, int B, int T, int D, int S, const uint8_t *hal
                  const int32_t *new_inputs, const int32_t *new_labels, const int32_t *new_pid);
 void k_act_update(cudaStream_t st, int B, int32_t *steps, uint8_t *halted, const float *q,
                   int halt_max_steps, int training, int no_act_continue, float explore_prob,
-                  uint64_t seed, const uint64_t *rng_step);
+                  uint64_t seed, uint64_t sample0, const uint64_t *rng_step);
 void k_q_target(cudaStream_t st, int B, float *target, const float *q_next, const int32_t *steps,
                 int halt_max_steps);
 
@@ -94,5 +94,12 @@ void k_adam_atan2(cudaStream_t st, float *p, const float *g, float *m, float *v,
 void k_sign_sgd_sparse(cudaStream_t st, float *w, int ndim, const int32_t *ids,
                        const float *grad_rows, int n, float lr, float wd);
 void k_ema(cudaStream_t st, float *shadow, const float *p, size_t n, float rate);
+
+/* nccl.cu: collectives of a distributed run (NCCL loaded at run time). */
+struct trm_dist;
+void *trm_nccl_init(struct trm_dist *d, trm_err *e);
+void trm_nccl_allreduce_sum(void *nccl, float *buf, size_t count, cudaStream_t st);
+void trm_nccl_allgather(void *nccl, const void *send, void *recv, size_t bytes, cudaStream_t st);
+void trm_nccl_destroy(void *nccl);
 
 #endif
