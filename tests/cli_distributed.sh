@@ -23,7 +23,9 @@ common=(cfg=tiny "data_paths=[data]" epochs=2 eval_interval=2 global_batch_size=
         arch.H_cycles=1 arch.L_cycles=2 arch.halt_max_steps=2 log_interval=1 lr=1e-4)
 ck=step_20.safetensors
 
-if ! "$TRM" devices | grep -A3 "^  cpu " | grep -q "distributed yes"; then
+cpu_caps=$("$TRM" devices | awk '/^  cpu / { c = 1 } c && /capabilities:/ { print; exit }')
+[ -n "$cpu_caps" ] || fail "trm devices lists no cpu capabilities"
+if ! grep -q "distributed yes" <<<"$cpu_caps"; then
   "$TRM" pretrain --nproc-per-node 2 "${common[@]}" checkpoint_path=nompi > out.txt 2>&1 && fail "distributed cpu ran without MPI"
   grep -q "needs the MPI build" out.txt || { cat out.txt; fail "no 'needs the MPI build' message"; }
   echo "binary without MPI: distributed cpu refused with the MPI-build message"

@@ -839,6 +839,13 @@ static void cpu_model_name(char *out, size_t len) {
 }
 
 /* Declared for the registry (backend_registry.c), which lists this backend. */
+/* Host memory for the out-of-memory report: what is available now, of the machine's total. */
+static void cpu_mem_info(trm_backend *be, size_t *free_b, size_t *total_b) {
+    (void)be;
+    if (free_b) *free_b = (size_t)trm_host_memory_available();
+    if (total_b) *total_b = (size_t)trm_host_memory_bytes();
+}
+
 /* ---- collectives: MPI on host memory ------------------------------------------------------ */
 
 #ifdef TRM_HAVE_MPI
@@ -918,6 +925,7 @@ trm_backend *trm_cpu_backend_create(int index, trm_err *e) {
     be->adam_atan2 = cpu_adam_atan2;
     be->sign_sgd_sparse = cpu_sign_sgd_sparse;
     be->ema = cpu_ema;
+    be->mem_info = cpu_mem_info;
 #ifdef TRM_HAVE_MPI
     be->comm_init = cpu_comm_init;
     be->allreduce_sum = cpu_allreduce_sum;

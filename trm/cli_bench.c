@@ -105,7 +105,7 @@ int cmd_bench(int argc, char **argv, const trm_globals *g) {
     /* Device memory in use after the run (everything is allocated up front, so this is the
      * peak; it includes the runtime's own context). */
     size_t dfree = 0, dtotal = 0;
-    if (be->mem_info) be->mem_info(be, &dfree, &dtotal);
+    if (be->mem_info && !be->caps.unified_memory) be->mem_info(be, &dfree, &dtotal); /* host: peak RSS says it */
     double dev_gib = dtotal ? (double)(dtotal - dfree) / 1073741824.0 : 0.0;
     if (json)
         printf("{\"backend\": \"%s\", \"batch\": %d, \"seq_len\": %d, \"hidden\": %d, \"mlp_t\": %s, \"steps\": %" PRId64

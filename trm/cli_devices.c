@@ -1,9 +1,11 @@
 /* cli_devices.c — `trm devices`: the backends compiled into this binary, the devices each
- * one finds, their capabilities, and what device=auto would pick. */
+ * one finds, their capabilities, what device=auto would pick, and how this process would run
+ * distributed (its launch environment, the engine of each backend). */
 #include <string.h>
 
 #include "commands.h"
 #include "device.h"
+#include "dist.h"
 
 static const char *yn(int v) { return v ? "yes" : "no"; }
 
@@ -23,8 +25,12 @@ int cmd_devices(int argc, char **argv, const trm_globals *g) {
             uint64_t mem = trm_host_memory_bytes();
             if (mem) printf("        memory: %.1f GiB\n", (double)mem / (1024.0 * 1024.0 * 1024.0));
         }
-        printf("        capabilities: compile %s, distributed %s, bf16 %s, unified memory %s\n",
-               yn(be->caps.compile), yn(be->caps.distributed), yn(be->caps.bf16), yn(be->caps.unified_memory));
+        const char *engine = !be->caps.distributed ? (strcmp(be->name, "cpu") ? "" : " (needs the MPI build)")
+                             : !strcmp(be->name, "cuda") ? " (NCCL, loaded at run time)"
+                                                         : " (MPI)";
+        printf("        capabilities: compile %s, distributed %s%s, bf16 %s, unified memory %s\n",
+               yn(be->caps.compile), yn(be->caps.distributed), engine, yn(be->caps.bf16),
+               yn(be->caps.unified_memory));
     }
     static const char *const known[] = {"cpu", "cuda", "mps"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
@@ -40,5 +46,14 @@ int cmd_devices(int argc, char **argv, const trm_globals *g) {
         printf("%s\n", dc.why);
     else
         printf("device=auto: %s\n", e.msg);
+    trm_dist d;
+    if (trm_dist_detect(&d, &e))
+        printf("launch environment: %s\n", e.msg);
+    else if (d.world > 1)
+        printf("this process: rank %d of %d (local rank %d of %d), launched by %s\n", d.rank, d.world, d.local_rank,
+               d.local_world, trm_launch_name(d.launch));
+    else
+        printf("this process: one process (distributed: trm pretrain --nproc-per-node N, mpirun -np N, or "
+               "torchrun)\n");
     return 0;
 }

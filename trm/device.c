@@ -67,8 +67,8 @@ int trm_device_policy(const char *name, const trm_caps *c, const trm_device_requ
     if (req->want_distributed && !c->distributed)
         return !strcmp(name, "cpu")
                    ? trm_errf(e, "distributed training on cpu needs the MPI build of trm (this binary was built "
-                                 "without MPI, e.g. the fully static one); rebuild with libopenmpi-dev installed, "
-                                 "or run one process")
+                                 "without MPI, e.g. the fully static one); rebuild with libopenmpi-dev installed "
+                                 "and -DTRM_STATIC=OFF, or run one process")
                    : trm_errf(e, "distributed training is not supported on the %s backend; run one process, or "
                                  "use a backend that can all-reduce (cuda, or cpu built with MPI)", name);
     *compile = req->want_compile && c->compile;

@@ -62,7 +62,7 @@ static int detect_mpi(trm_dist *d, trm_err *e) {
     if (!m) return 0;
     if (!trm_dist_have_mpi())
         return trm_errf(e, "this process was started by mpirun (%s is set), but this trm binary was built "
-                           "without MPI; rebuild with libopenmpi-dev installed (TRM_MPI=AUTO or ON), or launch "
+                           "without MPI; rebuild with libopenmpi-dev installed and -DTRM_STATIC=OFF, or launch "
                            "with `trm pretrain --nproc-per-node N ...` or torchrun", m);
     d->launch = TRM_LAUNCH_MPI;
     /* provisional values; trm_dist_connect takes the real ones from MPI */

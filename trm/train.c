@@ -105,9 +105,11 @@ int trm_evaluate(trm_model *m, trm_plan *plan, const trm_dataset *d, int64_t glo
     size_t rows = (size_t)m->B * (size_t)world;
     int32_t *preds = nsinks ? xmalloc(rows * m->S * sizeof(int32_t)) : NULL;
     float *q = nsinks ? xmalloc(rows * 2 * sizeof(float)) : NULL;
+    /* A sink's error (rank 0 only) ends the sinks, not the loop: the other ranks are still
+     * stepping their shares and gathering, and rank 0 must meet them in every collective. */
     int got, rc = 0;
-    while (rc == 0 && (got = trm_test_iter_next(d, &it, &b)) != 0) {
-        if (got < 0) {
+    while ((got = trm_test_iter_next(d, &it, &b)) != 0) {
+        if (got < 0) { /* the same on every rank */
             rc = trm_errf(e, "global_batch_size %" PRId64 " cannot be split into batches of %d", global_batch_size, m->B);
             break;
         }
@@ -123,12 +125,12 @@ int trm_evaluate(trm_model *m, trm_plan *plan, const trm_dataset *d, int64_t glo
         be->to_host(be, mt, m->metrics, sizeof mt);
         for (int k = 0; k < TRM_NMETRICS; k++) res->sums[b.set_index][k] += mt[k];
         if (world > 1) trm_model_gather_outputs(m);
-        if (!nsinks) continue;
+        if (!nsinks || rc) continue;
         const trm_batch *sb = &b;
         if (world > 1) {
             if (trm_test_iter_next(d, &whole, &gb) != 1) {
                 rc = trm_errf(e, "the test batches of rank 0 and of the whole batch disagree");
-                break;
+                continue;
             }
             sb = &gb;
         }
@@ -144,8 +146,11 @@ int trm_evaluate(trm_model *m, trm_plan *plan, const trm_dataset *d, int64_t glo
     trm_batch_free(&b);
     if (gb.inputs) trm_batch_free(&gb);
     /* every rank walked the same batches (rank 0's sink errors surface after the reduce) */
-    if (world > 1 && dist && d->nsets > 0 && trm_dist_allreduce_f64(dist, &res->sums[0][0], (size_t)d->nsets * TRM_NMETRICS, e))
+    trm_err re;
+    if (world > 1 && dist && d->nsets > 0 && trm_dist_allreduce_f64(dist, &res->sums[0][0], (size_t)d->nsets * TRM_NMETRICS, &re)) {
+        if (!rc) *e = re;
         return -1;
+    }
     return rc;
 }
 

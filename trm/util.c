@@ -48,8 +48,13 @@ int trm_err_prefix(trm_err *e, const char *fmt, ...) {
     return -1;
 }
 
+/* Host allocations are small next to the model's buffers (which report through the backend
+ * with advice); when even one fails there is nothing to recover, but say how much was asked
+ * for, what is free and what to lower. The last checkpoint on disk is untouched. */
 static void oom(size_t n) {
-    fprintf(stderr, "trm: out of host memory allocating %zu bytes\n", n);
+    fprintf(stderr, "trm: out of host memory allocating %.1f MiB (%.1f GiB available); lower global_batch_size, "
+                    "use forward_dtype=bfloat16 or fewer H/L cycles\n",
+            (double)n / 1048576.0, (double)trm_host_memory_available() / 1073741824.0);
     abort();
 }
 
@@ -271,6 +276,23 @@ int trm_parse_i64(const char *opt, const char *value, int64_t *out, trm_err *e) 
 uint64_t trm_host_memory_bytes(void) {
 #if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
     long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && size > 0) return (uint64_t)pages * (uint64_t)size;
+#endif
+    return 0;
+}
+
+uint64_t trm_host_memory_available(void) {
+#if defined(__linux__)
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kib = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+    if (f) fclose(f);
+    if (kib) return (uint64_t)kib * 1024u;
+#endif
+#if defined(_SC_AVPHYS_PAGES) && defined(_SC_PAGESIZE)
+    long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
     if (pages > 0 && size > 0) return (uint64_t)pages * (uint64_t)size;
 #endif
     return 0;

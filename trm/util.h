@@ -55,6 +55,8 @@ double trm_now_seconds(void);
 /* Physical memory of this machine in bytes (0 if unknown); peak resident set of this
  * process in bytes. */
 uint64_t trm_host_memory_bytes(void);
+/* Memory a new allocation could get now (Linux: MemAvailable), 0 if unknown. */
+uint64_t trm_host_memory_available(void);
 uint64_t trm_peak_rss_bytes(void);
 /* Removes a file or a directory tree (no symlink following). */
 int trm_remove_tree(const char *path, trm_err *e);
