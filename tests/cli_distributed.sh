@@ -98,6 +98,25 @@ mkdir one_from_two && cp res/step_9.safetensors res/config.yaml one_from_two/ ||
 rel=$(weights_rel one_from_two/$ck launch/$ck)
 awk -v r="$rel" 'BEGIN { exit !(r <= 1e-4) }' || fail "1-process continuation of a 2-rank run drifted ($rel)"
 
+# ranks that would resume from different states are stopped before training: rank 0 from the
+# 2-rank step_9, rank 1 from a one-process step_9 of the same command (weights differ in the
+# last bits), each in its own directory with the same relative paths
+names=(+project_name=p +run_name=r) # the same run names, or the configurations differ already
+mkdir -p st0 st1 && ln -s ../data st0/data && ln -s ../data st1/data || fail "mkdir"
+(cd st0 && "$TRM" pretrain --nproc-per-node 2 "${common[@]}" "${names[@]}" checkpoint_path=run stop_after_steps=9 > /dev/null 2>&1) || fail "st0 run"
+(cd st1 && "$TRM" pretrain "${common[@]}" "${names[@]}" checkpoint_path=run stop_after_steps=9 > /dev/null 2>&1) || fail "st1 run"
+port=$((20000 + RANDOM % 20000))
+for r in 0 1; do
+  (cd st$r && RANK=$r WORLD_SIZE=2 MASTER_PORT=$port timeout 120 "$TRM" pretrain "${common[@]}" "${names[@]}" \
+     checkpoint_path=run stop_after_steps=9 resume=auto > ../st$r.txt 2>&1) &
+  pids[$r]=$!
+done
+wait ${pids[0]} && fail "rank 0 trained with a rank of another state"
+wait ${pids[1]} && fail "rank 1 trained from another state"
+grep -q "rank 1's weights do not match rank 0's" st1.txt || { cat st0.txt st1.txt; fail "no state-mismatch message"; }
+grep -q "another rank failed during setup" st0.txt || { cat st0.txt; fail "rank 0 does not say why it stops"; }
+[ ! -e st0/run/step_10.safetensors ] || fail "a mismatched run wrote a checkpoint"
+
 # --- refusals -----------------------------------------------------------------------------------
 timeout 120 "$TRM" pretrain --nproc-per-node 3 "${common[@]}" checkpoint_path=three > three.txt 2>&1 && fail "accepted 32 rows over 3 ranks"
 grep -q "multiple of the number of ranks 3" three.txt || { cat three.txt; fail "no batch-split message"; }

@@ -8,6 +8,7 @@
 #include "checkpoint.h"
 #include "commands.h"
 #include "device.h"
+#include "dist.h"
 #include "evaluators.h"
 #include "json.h"
 #include "launch.h"
@@ -127,8 +128,11 @@ static int take_nproc(int *argc, char **argv, int *nproc, trm_err *e) {
 /* `trm pretrain --nproc-per-node N ...`: start N workers running `trm pretrain ...` with the
  * torchrun environment and supervise them. */
 static int launch_workers(int nproc, int argc, char **argv, const trm_globals *g, trm_err *e) {
-    if (getenv("WORLD_SIZE") && getenv("RANK")) {
-        trm_errf(e, "--nproc-per-node inside an already launched run (WORLD_SIZE and RANK are set)");
+    trm_dist d;
+    if (trm_dist_detect(&d, e)) return 2;
+    if (d.launch != TRM_LAUNCH_SINGLE || (getenv("WORLD_SIZE") && getenv("RANK"))) {
+        trm_errf(e, "--nproc-per-node inside an already launched run (%s); use one launcher",
+                 d.launch == TRM_LAUNCH_MPI ? "started by mpirun" : "WORLD_SIZE and RANK are set");
         return 2;
     }
     char exe[4096];

@@ -93,6 +93,13 @@ int trm_device_pick_local(trm_device_choice *dc, int local_rank, trm_err *e) {
     int base = dc->index < 0 ? 0 : dc->index, want = base + local_rank;
     char desc[200] = {0};
     int ndev = dc->entry->probe(desc, sizeof desc);
+    if (ndev == 1 && dc->index < 0) { /* each rank sees only its own GPU (CUDA_VISIBLE_DEVICES per rank) */
+        dc->index = 0;
+        size_t n = strlen(dc->why);
+        snprintf(dc->why + n, sizeof dc->why - n, "; local rank %d uses its one visible %s device", local_rank,
+                 dc->entry->name);
+        return 0;
+    }
     if (want >= ndev)
         return trm_errf(e, "local rank %d needs %s device %d, but only %d are present; start at most %d processes "
                            "per host", local_rank, dc->entry->name, want, ndev, ndev - base);

@@ -16,6 +16,9 @@
 #ifdef TRM_HAVE_MPI
 #include <mpi.h>
 #endif
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 
 #define URI_LEN 1024
 
@@ -144,6 +147,21 @@ static int connect_mpirun(trm_dist *d, trm_err *e) {
     return 0;
 }
 
+/* In the name server's child: go when rank 0 goes, however it ends (Linux; elsewhere rank 0's
+ * exit paths stop it). */
+static void die_with_parent(void) {
+#if defined(__linux__)
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+#endif
+}
+
+static void stop_name_server(mpi_impl *mi) {
+    if (mi->server <= 0) return;
+    kill(mi->server, SIGTERM);
+    waitpid(mi->server, NULL, 0);
+    mi->server = 0;
+}
+
 /* Rank 0 starts `ompi-server` and reads its contact URI from the file it writes. */
 static int start_name_server(mpi_impl *mi, char *uri, trm_err *e) {
     char tmpl[] = "/tmp/trm-ompi-server-XXXXXX";
@@ -156,6 +174,7 @@ static int start_name_server(mpi_impl *mi, char *uri, trm_err *e) {
         return trm_errf(e, "fork for ompi-server failed: %s", strerror(errno));
     }
     if (pid == 0) {
+        die_with_parent();
         execlp("ompi-server", "ompi-server", "--no-daemonize", "-r", tmpl, (char *)NULL);
         _exit(127);
     }
@@ -234,10 +253,7 @@ static void mpi_finalize(trm_dist *d) {
         if (mi->port[0] && d->rank == 0) MPI_Close_port(mi->port);
         MPI_Finalize();
     }
-    if (mi->server > 0) {
-        kill(mi->server, SIGTERM);
-        waitpid(mi->server, NULL, 0);
-    }
+    stop_name_server(mi);
     free(mi);
     d->impl = NULL;
     d->mpi = 0;
@@ -276,6 +292,7 @@ void trm_dist_finalize(trm_dist *d) {
 
 void trm_dist_abort(trm_dist *d, int code) {
 #ifdef TRM_HAVE_MPI
+    if (d->impl) stop_name_server(d->impl);
     if (d->mpi) {
         fflush(stdout);
         fflush(stderr);
@@ -295,7 +312,14 @@ static int use_mpi_host(const trm_dist *d) { return d->mpi && d->launch == TRM_L
 int trm_dist_bcast(trm_dist *d, void *buf, size_t bytes, trm_err *e) {
     if (d->world == 1) return 0;
 #ifdef TRM_HAVE_MPI
-    if (use_mpi_host(d)) return MPI_Bcast(buf, (int)bytes, MPI_BYTE, 0, comm_of(d)) == MPI_SUCCESS ? 0 : trm_errf(e, "MPI_Bcast failed");
+    if (use_mpi_host(d)) { /* MPI counts are int: in chunks */
+        for (size_t o = 0; o < bytes; o += (size_t)1 << 30) {
+            size_t c = bytes - o < ((size_t)1 << 30) ? bytes - o : ((size_t)1 << 30);
+            if (MPI_Bcast((char *)buf + o, (int)c, MPI_BYTE, 0, comm_of(d)) != MPI_SUCCESS)
+                return trm_errf(e, "MPI_Bcast of %zu bytes failed", bytes);
+        }
+        return 0;
+    }
 #endif
     return trm_rdzv_bcast(&d->rdzv, buf, bytes, e);
 }

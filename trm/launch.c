@@ -27,6 +27,7 @@
 #endif
 
 #define KILL_GRACE_S 10.0 /* SIGTERM to SIGKILL: time for a worker to leave cleanly */
+#define STOP_GRACE_S 60.0 /* after a requested stop, a failed worker: time for the rest to save */
 #define POLL_S 0.02       /* how often the supervisor looks at its workers */
 
 /* A signal handler can only reach the supervising loop through static storage, so this is the
@@ -149,6 +150,28 @@ static int setenv_int(const char *name, int v) {
     return setenv(name, s, 1);
 }
 
+/* A launcher started inside an MPI job (`mpirun -np 1 trm pretrain --nproc-per-node 2`) must not
+ * hand that job's identity to its workers: they would each take it for their own and run alone. */
+static void drop_mpi_environment(void) {
+    extern char **environ;
+    static const char *const prefixes[] = {"OMPI_", "PMIX_", "PMI_"};
+    for (int again = 1; again;) {
+        again = 0;
+        for (char **v = environ; v && *v && !again; v++)
+            for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
+                size_t n = strlen(prefixes[i]);
+                const char *eq = strchr(*v, '=');
+                if (strncmp(*v, prefixes[i], n) || !eq || (size_t)(eq - *v) >= 256) continue;
+                char name[256];
+                memcpy(name, *v, (size_t)(eq - *v));
+                name[eq - *v] = 0;
+                unsetenv(name); /* environ changed: walk it again */
+                again = 1;
+                break;
+            }
+    }
+}
+
 /* The child between fork and exec; never returns. An exec failure's errno goes up errfd. */
 static void exec_worker(const launch_plan *p, int rank, const sigset_t *mask, int errfd) {
     struct sigaction dfl;
@@ -158,6 +181,7 @@ static void exec_worker(const launch_plan *p, int rank, const sigset_t *mask, in
     sigaction(SIGINT, &dfl, NULL);
     sigaction(SIGTERM, &dfl, NULL);
     sigprocmask(SIG_SETMASK, mask, NULL); /* a stop that came during the fork now ends the child */
+    drop_mpi_environment();
     int ok = setenv_int("RANK", rank) == 0 && setenv_int("LOCAL_RANK", rank) == 0 &&
              setenv_int("WORLD_SIZE", p->nproc) == 0 && setenv_int("LOCAL_WORLD_SIZE", p->nproc) == 0 &&
              setenv("MASTER_ADDR", "127.0.0.1", 1) == 0 && setenv_int("MASTER_PORT", p->port) == 0 &&
@@ -244,7 +268,12 @@ static void reap(crew *c) {
         c->alive--;
         if (k < 0 || exit_status(st) == 0 || c->status != 0) continue; /* k < 0: reaped elsewhere */
         c->status = exit_status(st);
-        if (c->requested) continue; /* they are all stopping already; a second SIGTERM would be a hard stop */
+        if (c->requested) { /* they are all stopping already; a second SIGTERM would be a hard stop */
+            /* but one that died before it could stop cleanly may leave the others waiting for it in
+             * a collective: give them time to save, then end them */
+            if (c->kill_at == 0 && c->alive > 0) c->kill_at = trm_now_seconds() + STOP_GRACE_S;
+            continue;
+        }
         announce_failure(c, i, st);
         stop_crew(c);
     }

@@ -86,9 +86,12 @@ static int wait_fd(int fd, short events, double deadline) {
 
 /* Non-blocking so that no send or recv can outlive the timeout; no Nagle delay on the small
  * request/answer frames; no SIGPIPE when a peer has gone. */
+/* Non-blocking, and closed on exec: a child such as ompi-server must not inherit MASTER_PORT's
+ * listening socket or a connection (it would keep the port, and hide a dead rank's EOF). */
 static int setup_socket(int fd) {
     int one = 1, flags = fcntl(fd, F_GETFL);
     if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) return -1;
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) return -1;
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 #ifdef SO_NOSIGPIPE
     (void)setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
@@ -357,7 +360,11 @@ static int open_hub(trm_rdzv *r, int port, trm_err *e) {
         double deadline = trm_now_seconds() + r->timeout_s;
         int joined = 1;
         while (joined < r->world && accept_one(r, port, joined, deadline, e) == 0) joined++;
-        if (joined == r->world) return 0;
+        if (joined == r->world) { /* everyone is in: free the port for the next run */
+            close(r->listen_fd);
+            r->listen_fd = -1;
+            return 0;
+        }
     }
     trm_rdzv_close(r);
     return -1;

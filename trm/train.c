@@ -581,23 +581,99 @@ static int open_device(trainer *t, trm_device_choice *dc, trm_err *e) {
     return 0;
 }
 
-/* Every rank starts from rank 0's weights (and EMA): identical anyway when all ranks ran the
- * same initialisation or loaded the same checkpoint, but this is what makes it a guarantee. */
-static int share_root_weights(trainer *t, trm_err *e) {
-    if (t->dist->world <= 1) return 0;
-    trm_model *m = &t->m;
-    size_t bytes = m->n_flat * sizeof(float);
-    float *h = xmalloc(bytes);
-    float *bufs[2] = {m->w, m->ema};
-    int rc = 0;
-    for (int i = 0; i < 2 && rc == 0; i++) {
-        if (!bufs[i]) continue;
-        t->be->to_host(t->be, h, bufs[i], bytes);
-        rc = trm_dist_bcast(t->dist, h, bytes, e);
-        if (!rc && !is_root(t)) t->be->to_device(t->be, bufs[i], h, bytes);
+/* Rank 0's part of the setup: the run directory, its config.yaml and metrics log, evaluators. */
+static int open_run_dir(trainer *t, trm_err *e) {
+    if (trm_mkdirs(t->run_dir, e)) return -1;
+    t->config_yaml = cfg_to_yaml(t->cfg);
+    char *cpath = trm_path_join(t->run_dir, "config.yaml");
+    int rc = trm_write_file_atomic(cpath, t->config_yaml, strlen(t->config_yaml), e);
+    free(cpath);
+    if (rc) return -1;
+    char *mpath = trm_path_join(t->run_dir, "metrics.jsonl");
+    t->metrics = fopen(mpath, "a");
+    if (!t->metrics) {
+        trm_errf(e, "%s: cannot open for appending", mpath);
+        free(mpath);
+        return -1;
+    }
+    free(mpath);
+    printf("run directory: %s\n", t->run_dir);
+    size_t nparams = 0;
+    for (int i = 0; i < t->m.nparams; i++) nparams += t->m.params[i].numel;
+    printf("model: %zu parameters (%s), %" PRId64 " steps of %" PRId64 " examples, %" PRId64 " chunks of %" PRId64 " epochs\n",
+           nparams, t->rc.arch.mlp_t ? "mlp_t" : "attention", t->total_steps, t->rc.global_batch_size,
+           t->total_iters, t->rc.eval_interval);
+    if (t->have_test) {
+        const char *dir = t->rc.n_data_paths_test ? t->rc.data_paths_test[0] : t->rc.data_paths[0];
+        if (trm_evaluators_open(&t->evals, t->rc.evaluators, t->rc.n_evaluators, dir, e)) return -1;
+    }
+    return 0;
+}
+
+/* Collective: -1 on every rank when any rank says !ok (its own message is kept). */
+static int all_ranks_ok(trainer *t, int ok, trm_err *e) {
+    if (t->dist->world <= 1) return ok ? 0 : -1;
+    double bad = ok ? 0.0 : 1.0;
+    trm_err re;
+    if (trm_dist_allreduce_f64(t->dist, &bad, 1, &re)) {
+        if (ok) *e = re;
+        return -1;
+    }
+    if (bad > 0 && ok) return trm_errf(e, "another rank failed during setup (see its message); stopping");
+    return bad > 0 ? -1 : 0;
+}
+
+/* CRC32 of device memory, through the host in slices. */
+static uint32_t crc_of_device(trm_backend *be, const void *dev, size_t bytes) {
+    const size_t slice = (size_t)64 << 20;
+    unsigned char *h = xmalloc(bytes < slice ? (bytes ? bytes : 1) : slice);
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (size_t o = 0; o < bytes; o += slice) {
+        size_t c = bytes - o < slice ? bytes - o : slice;
+        be->to_host(be, h, (const char *)dev + o, c);
+        crc = crc32(crc, h, (uInt)c);
     }
     free(h);
-    return rc;
+    return (uint32_t)crc;
+}
+
+/* Every rank must start from rank 0's exact state: weights, EMA, optimiser moments, puzzle
+ * embeddings, the step and the data position. Identical by construction when every rank
+ * initialised from the same seed or loaded the same checkpoint; this proves it, and stops a
+ * rank that resumed from another file before it trains on a different model. */
+static int check_same_state(trainer *t, trm_err *e) {
+    if (t->dist->world <= 1) return 0;
+    trm_model *m = &t->m;
+    trm_backend *be = t->be;
+    size_t nw = m->n_flat * sizeof(float);
+    size_t npuz = (size_t)(m->cfg.num_puzzle_identifiers > 0 ? m->cfg.num_puzzle_identifiers : 1) *
+                  (size_t)(m->cfg.puzzle_emb_ndim ? m->cfg.puzzle_emb_ndim : 1) * sizeof(float);
+    enum { NSTATE = 13 };
+    int64_t mine[NSTATE] = {t->step, t->sampler.iter, t->sampler.set_index, t->sampler.group_pos,
+                            t->sampler.batch_index, t->have_test, crc_of_device(be, m->w, nw),
+                            m->ema ? crc_of_device(be, m->ema, nw) : 0, crc_of_device(be, m->m, nw),
+                            crc_of_device(be, m->v, nw), crc_of_device(be, m->puz_w, npuz),
+                            crc_of_device(be, m->H_init, m->D * sizeof(float)),
+                            crc_of_device(be, m->L_init, m->D * sizeof(float))};
+    static const char *const what[NSTATE] = {"step", "data position", "data position", "data position",
+                                             "data position", "test split", "weights", "EMA weights",
+                                             "optimiser moments", "optimiser moments", "puzzle embeddings",
+                                             "H_init", "L_init"};
+    int64_t root[NSTATE];
+    memcpy(root, mine, sizeof root);
+    if (trm_dist_bcast(t->dist, root, sizeof root, e)) return -1;
+    int differs = -1;
+    for (int i = 0; i < NSTATE && differs < 0; i++)
+        if (mine[i] != root[i]) differs = i;
+    trm_err local = {{0}};
+    if (differs >= 0)
+        trm_errf(&local, "rank %d's %s do not match rank 0's: every rank must start from the same state (the same "
+                         "seed, data and checkpoint)", t->dist->rank, what[differs]);
+    if (all_ranks_ok(t, differs < 0, e)) {
+        if (differs >= 0) *e = local;
+        return -1;
+    }
+    return 0;
 }
 
 static int setup(trainer *t, const char *resume_path, trm_err *e) {
@@ -650,32 +726,9 @@ static int setup(trainer *t, const char *resume_path, trm_err *e) {
         if (trm_checkpoint_load_weights(&t->m, t->rc.load_checkpoint, 1, e)) return -1;
         printf("loaded weights from %s\n", t->rc.load_checkpoint);
     }
-    if (share_root_weights(t, e)) return -1;
-    if (!is_root(t)) return 0; /* the run directory, config and logs are rank 0's */
-    if (trm_mkdirs(t->run_dir, e)) return -1;
-    t->config_yaml = cfg_to_yaml(t->cfg);
-    char *cpath = trm_path_join(t->run_dir, "config.yaml");
-    int rc = trm_write_file_atomic(cpath, t->config_yaml, strlen(t->config_yaml), e);
-    free(cpath);
-    if (rc) return -1;
-    char *mpath = trm_path_join(t->run_dir, "metrics.jsonl");
-    t->metrics = fopen(mpath, "a");
-    if (!t->metrics) {
-        trm_errf(e, "%s: cannot open for appending", mpath);
-        free(mpath);
-        return -1;
-    }
-    free(mpath);
-    printf("run directory: %s\n", t->run_dir);
-    size_t nparams = 0;
-    for (int i = 0; i < t->m.nparams; i++) nparams += t->m.params[i].numel;
-    printf("model: %zu parameters (%s), %" PRId64 " steps of %" PRId64 " examples, %" PRId64 " chunks of %" PRId64 " epochs\n",
-           nparams, t->rc.arch.mlp_t ? "mlp_t" : "attention", t->total_steps, gbs, t->total_iters,
-           t->rc.eval_interval);
-    if (t->have_test && is_root(t)) {
-        const char *dir = t->rc.n_data_paths_test ? t->rc.data_paths_test[0] : t->rc.data_paths[0];
-        if (trm_evaluators_open(&t->evals, t->rc.evaluators, t->rc.n_evaluators, dir, e)) return -1;
-    }
+    int rc = is_root(t) ? open_run_dir(t, e) : 0;
+    /* rank 0's own setup failing must stop the others too, not leave them in a collective */
+    if (all_ranks_ok(t, rc == 0, e) || check_same_state(t, e)) return -1;
     fflush(stdout);
     return 0;
 }
@@ -691,12 +744,22 @@ int trm_pretrain_main(cfg_node *cfg, const char *resume_path) {
         return 1;
     }
     t.dist = &dist;
+    if (dist.world > 1) {
+        /* a stop signal during setup must not kill one rank while the others wait for it in a
+         * collective: from here on it is a request that all ranks honour together */
+        trm_signals_install();
+        /* under mpirun the real ranks (and local ranks) come from MPI itself */
+        if (dist.launch == TRM_LAUNCH_MPI && trm_dist_connect(&dist, 1, &e)) {
+            fprintf(stderr, "trm pretrain: %s\n", e.msg);
+            return 1;
+        }
+    }
     /* the other ranks' stdout would repeat rank 0's; their errors still reach stderr */
     if (dist.rank != 0 && !freopen("/dev/null", "w", stdout)) return 1;
     t.tty = isatty(STDOUT_FILENO);
     int rc = setup(&t, resume_path, &e);
     if (rc == 0) {
-        trm_signals_install();
+        if (dist.world <= 1) trm_signals_install(); /* distributed: installed before setup */
         t.t_start = t.t_last_log = trm_now_seconds();
         t.step_last_log = t.step;
         rc = train_loop(&t, &e);
