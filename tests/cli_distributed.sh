@@ -114,8 +114,17 @@ done
 wait ${pids[0]} && fail "rank 0 trained with a rank of another state"
 wait ${pids[1]} && fail "rank 1 trained from another state"
 grep -q "rank 1's weights do not match rank 0's" st1.txt || { cat st0.txt st1.txt; fail "no state-mismatch message"; }
-grep -q "another rank failed during setup" st0.txt || { cat st0.txt; fail "rank 0 does not say why it stops"; }
+grep -q "the state check failed on another rank" st0.txt || { cat st0.txt; fail "rank 0 does not say why it stops"; }
 [ ! -e st0/run/step_10.safetensors ] || fail "a mismatched run wrote a checkpoint"
+
+# rank 0 alone failing to write its checkpoint stops every rank (none is left waiting in a
+# collective): a directory sits where the final checkpoint file should go
+mkdir -p ckfail/$ck
+timeout 120 "$TRM" pretrain --nproc-per-node 2 "${common[@]}" checkpoint_path=ckfail > ckfail.txt 2>&1 && fail "wrote over a directory"
+grep -q "trm pretrain (rank 0): .*$ck" ckfail.txt || { cat ckfail.txt; fail "no rank 0 message naming the checkpoint"; }
+grep -q "trm pretrain (rank 1): writing the checkpoint failed on another rank" ckfail.txt ||
+  { cat ckfail.txt; fail "rank 1 does not say why it stops"; }
+[ -d ckfail/$ck ] || fail "the directory in the way was removed"
 
 # --- refusals -----------------------------------------------------------------------------------
 timeout 120 "$TRM" pretrain --nproc-per-node 3 "${common[@]}" checkpoint_path=three > three.txt 2>&1 && fail "accepted 32 rows over 3 ranks"

@@ -332,6 +332,21 @@ static int flush_metrics(trainer *t, int *sig, trm_err *e) {
     return 0;
 }
 
+/* Collective: -1 on every rank when any rank says !ok; that rank keeps its own message, the
+ * others say `what` failed elsewhere. Where only rank 0 can fail (its files), this turns its
+ * failure into everyone's stop instead of leaving the others in the next collective. */
+static int all_ranks_ok(trainer *t, int ok, const char *what, trm_err *e) {
+    if (t->dist->world <= 1) return ok ? 0 : -1;
+    double bad = ok ? 0.0 : 1.0;
+    trm_err re;
+    if (trm_dist_allreduce_f64(t->dist, &bad, 1, &re)) {
+        if (ok) *e = re;
+        return -1;
+    }
+    if (bad > 0 && ok) return trm_errf(e, "%s on another rank (see its message); stopping", what);
+    return bad > 0 ? -1 : 0;
+}
+
 /* Distributed: every rank's carry rows, gathered to rank 0's host memory (collective). */
 static void gather_carry(trainer *t, trm_carry_host *c) {
     trm_model *m = &t->m;
@@ -362,7 +377,7 @@ static void free_carry(trm_carry_host *c) {
 }
 
 /* Collective in a distributed run (the carry is gathered); rank 0 writes. */
-static int save_checkpoint(trainer *t, trm_err *e) {
+static int write_checkpoint(trainer *t, trm_err *e) {
     trm_carry_host carry = {0};
     if (t->dist->world > 1) gather_carry(t, &carry);
     if (!is_root(t)) return 0;
@@ -382,7 +397,11 @@ static int save_checkpoint(trainer *t, trm_err *e) {
     return rc;
 }
 
-static int run_eval(trainer *t, trm_err *e) {
+static int save_checkpoint(trainer *t, trm_err *e) {
+    return all_ranks_ok(t, write_checkpoint(t, e) == 0, "writing the checkpoint failed", e);
+}
+
+static int evaluate_and_log(trainer *t, trm_err *e) {
     trm_eval_result r;
     trm_eval_outputs o = {0};
     const float *w = t->rc.ema ? t->m.ema : NULL;
@@ -447,6 +466,10 @@ static int run_eval(trainer *t, trm_err *e) {
     fflush(stdout);
     trm_eval_result_free(&r);
     return 0;
+}
+
+static int run_eval(trainer *t, trm_err *e) {
+    return all_ranks_ok(t, evaluate_and_log(t, e) == 0, "the evaluation failed", e);
 }
 
 static int open_data(trainer *t, trm_err *e) {
@@ -610,19 +633,6 @@ static int open_run_dir(trainer *t, trm_err *e) {
     return 0;
 }
 
-/* Collective: -1 on every rank when any rank says !ok (its own message is kept). */
-static int all_ranks_ok(trainer *t, int ok, trm_err *e) {
-    if (t->dist->world <= 1) return ok ? 0 : -1;
-    double bad = ok ? 0.0 : 1.0;
-    trm_err re;
-    if (trm_dist_allreduce_f64(t->dist, &bad, 1, &re)) {
-        if (ok) *e = re;
-        return -1;
-    }
-    if (bad > 0 && ok) return trm_errf(e, "another rank failed during setup (see its message); stopping");
-    return bad > 0 ? -1 : 0;
-}
-
 /* CRC32 of device memory, through the host in slices. */
 static uint32_t crc_of_device(trm_backend *be, const void *dev, size_t bytes) {
     const size_t slice = (size_t)64 << 20;
@@ -669,7 +679,7 @@ static int check_same_state(trainer *t, trm_err *e) {
     if (differs >= 0)
         trm_errf(&local, "rank %d's %s do not match rank 0's: every rank must start from the same state (the same "
                          "seed, data and checkpoint)", t->dist->rank, what[differs]);
-    if (all_ranks_ok(t, differs < 0, e)) {
+    if (all_ranks_ok(t, differs < 0, "the state check failed", e)) {
         if (differs >= 0) *e = local;
         return -1;
     }
@@ -728,7 +738,7 @@ static int setup(trainer *t, const char *resume_path, trm_err *e) {
     }
     int rc = is_root(t) ? open_run_dir(t, e) : 0;
     /* rank 0's own setup failing must stop the others too, not leave them in a collective */
-    if (all_ranks_ok(t, rc == 0, e) || check_same_state(t, e)) return -1;
+    if (all_ranks_ok(t, rc == 0, "setting up the run directory failed", e) || check_same_state(t, e)) return -1;
     fflush(stdout);
     return 0;
 }
