@@ -2,14 +2,13 @@
  * variables, mpirun's, their errors) and its host collectives over the TCP rendezvous between
  * two forked ranks. Every test runs in its own forked process (CK_FORK), so setenv stays there. */
 #include <check.h>
-#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "check_main.h"
+#include "test_support.h"
 #include "dist.h"
 
 static void clear_launch_env(void) {
@@ -130,16 +129,6 @@ START_TEST(mpirun_environment) {
 }
 END_TEST
 
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = 0};
-    socklen_t len = sizeof a;
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 /* One rank of a two-rank run: connects, then bcast + allreduce + barrier; exits 0 if every
  * value is what it should be. */
 static int two_rank_body(int rank, int port) {
@@ -167,7 +156,8 @@ static int two_rank_body(int rank, int port) {
 }
 
 START_TEST(two_ranks_meet_over_tcp) {
-    int port = free_port();
+    int port = tr_local_port(NULL);
+    ck_assert_int_gt(port, 0);
     pid_t child = fork();
     ck_assert_int_ge(child, 0);
     if (child == 0) _exit(two_rank_body(1, port));

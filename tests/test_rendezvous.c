@@ -4,8 +4,6 @@
  * driving /bin/sh workers: exit statuses, stopping the others, the environment, forwarding. */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
-
-#include "check_main.h"
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -18,31 +16,19 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check_main.h"
 #include "launch.h"
 #include "rendezvous.h"
+#include "test_support.h"
 
 #define HOST "127.0.0.1"
 #define TIMEOUT 5.0
 #define BLOB 128
 
-/* A port nobody listens on (it was free a moment ago). hold: keep it bound and listening. */
 static int local_port(int *hold) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(hold ? INADDR_ANY : INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    if (hold) {
-        ck_assert_int_eq(listen(fd, 4), 0);
-        *hold = fd;
-    } else {
-        close(fd);
-    }
-    return ntohs(a.sin_port);
+    int port = tr_local_port(hold);
+    ck_assert_int_gt(port, 0);
+    return port;
 }
 
 static void sleep_s(double s) {

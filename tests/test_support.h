@@ -1,11 +1,14 @@
 /* test_support.h — helpers several suites share: a splitmix64 stream for random test inputs,
- * and probing a backend's devices in a child process (a GPU runtime started in the test
+ * a free local TCP port for rendezvous tests, and probing a backend's devices in a child process (a GPU runtime started in the test
  * process would not survive the fork Check runs each test in). */
 #ifndef TRM_TEST_SUPPORT_H
 #define TRM_TEST_SUPPORT_H
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -77,6 +80,27 @@ static inline int device_gate(const char *suite, const char *name, char *desc, s
         return 77;
     }
     return 0;
+}
+
+/* A local TCP port nobody listens on (it was free a moment ago), or -1. hold != NULL: keep it
+ * bound and listening on all interfaces, its socket in *hold (a port that is in use). */
+static inline int tr_local_port(int *hold) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(hold ? INADDR_ANY : INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || getsockname(fd, (struct sockaddr *)&a, &len) != 0 ||
+        (hold && listen(fd, 4) != 0)) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    if (hold)
+        *hold = fd;
+    else
+        close(fd);
+    return ntohs(a.sin_port);
 }
 
 #endif
