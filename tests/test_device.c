@@ -3,6 +3,7 @@
  * cannot all-reduce, compile and bf16 fall back with one warning each; and device= parsing
  * with its errors naming the backends this binary has. */
 #include <check.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check_main.h"
@@ -52,6 +53,40 @@ START_TEST(cpu_distributed_follows_the_mpi_build) {
     /* mps is refused before anything else, on any build */
     ck_assert_int_eq(trm_device_policy("mps", trm_known_caps("mps"), &req, &compile, &bf16, NULL, &e), -1);
     ck_assert_ptr_nonnull(strstr(e.msg, "not supported on the mps backend"));
+}
+END_TEST
+
+static int ndev_fake;
+static int fake_probe(char *desc, size_t n) {
+    if (desc && n) snprintf(desc, n, "fake");
+    return ndev_fake;
+}
+
+/* GPUs per local rank: base index + local rank, one visible GPU per rank, too few GPUs. */
+START_TEST(local_ranks_take_their_gpu) {
+    trm_backend_entry fake = {.name = "cuda", .caps = TRM_CAPS_CUDA, .create = NULL, .probe = fake_probe};
+    trm_device_choice dc;
+    trm_err e = {{0}};
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    ndev_fake = 4;
+    dc = (trm_device_choice){.entry = &fake, .index = -1};
+    ck_assert_int_eq(trm_device_pick_local(&dc, 3, &e), 0);
+    ck_assert_int_eq(dc.index, 3);
+    ck_assert_ptr_nonnull(strstr(dc.why, "local rank 3 uses cuda:3"));
+    dc = (trm_device_choice){.entry = &fake, .index = 2};
+    ck_assert_int_eq(trm_device_pick_local(&dc, 1, &e), 0);
+    ck_assert_int_eq(dc.index, 3);
+    dc = (trm_device_choice){.entry = &fake, .index = 2};
+    ck_assert_int_eq(trm_device_pick_local(&dc, 2, &e), -1);
+    ck_assert_ptr_nonnull(strstr(e.msg, "local rank 2 needs cuda device 4, but only 4 are present"));
+    ndev_fake = 1; /* one GPU shared by two ranks would be refused by NCCL: say it first */
+    dc = (trm_device_choice){.entry = &fake, .index = -1};
+    ck_assert_int_eq(trm_device_pick_local(&dc, 1, &e), -1);
+    setenv("CUDA_VISIBLE_DEVICES", "5", 1); /* the launcher gave this rank its own GPU */
+    dc = (trm_device_choice){.entry = &fake, .index = -1};
+    ck_assert_int_eq(trm_device_pick_local(&dc, 1, &e), 0);
+    ck_assert_int_eq(dc.index, 0);
+    ck_assert_ptr_nonnull(strstr(dc.why, "its one visible cuda device"));
 }
 END_TEST
 
@@ -122,6 +157,7 @@ int main(void) {
     tcase_add_test(tc, mps_row_is_the_metal_style_policy);
     tcase_add_test(tc, policy_for_every_row_and_request);
     tcase_add_test(tc, cpu_distributed_follows_the_mpi_build);
+    tcase_add_test(tc, local_ranks_take_their_gpu);
     tcase_add_test(tc, device_spec_errors_name_what_exists);
     suite_add_tcase(s, tc);
     return trm_run_suite(s);

@@ -93,7 +93,8 @@ int trm_device_pick_local(trm_device_choice *dc, int local_rank, trm_err *e) {
     int base = dc->index < 0 ? 0 : dc->index, want = base + local_rank;
     char desc[200] = {0};
     int ndev = dc->entry->probe(desc, sizeof desc);
-    if (ndev == 1 && dc->index < 0) { /* each rank sees only its own GPU (CUDA_VISIBLE_DEVICES per rank) */
+    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+    if (ndev == 1 && dc->index < 0 && visible && *visible) { /* each rank is given its own GPU */
         dc->index = 0;
         size_t n = strlen(dc->why);
         snprintf(dc->why + n, sizeof dc->why - n, "; local rank %d uses its one visible %s device", local_rank,

@@ -30,7 +30,8 @@ int trm_device_policy(const char *name, const trm_caps *caps, const trm_device_r
  * when the environment has TRM_PROFILE=1. */
 trm_backend *trm_device_open(const trm_device_choice *dc, trm_err *e);
 
-/* Distributed runs: the GPU of local rank r is the chosen index (0 if none) + r. */
+/* Distributed runs: the GPU of local rank r is the chosen index (0 if none) + r; when the
+ * launcher gave each rank one GPU (CUDA_VISIBLE_DEVICES set, one device visible), that one. */
 int trm_device_pick_local(trm_device_choice *dc, int local_rank, trm_err *e);
 /* Distributed cpu runs: local_world processes share this host's cores (unless the user set
  * OMP_NUM_THREADS). */

@@ -766,7 +766,9 @@ int trm_pretrain_main(cfg_node *cfg, const char *resume_path) {
     }
     /* the other ranks' stdout would repeat rank 0's; their errors still reach stderr */
     if (dist.rank != 0 && !freopen("/dev/null", "w", stdout)) return 1;
-    t.tty = isatty(STDOUT_FILENO);
+    /* OpenMPI hands its ranks a pseudo-terminal even when mpirun's own output is a file: log
+     * lines, not a progress bar, under mpirun */
+    t.tty = isatty(STDOUT_FILENO) && dist.launch != TRM_LAUNCH_MPI;
     int rc = setup(&t, resume_path, &e);
     if (rc == 0) {
         if (dist.world <= 1) trm_signals_install(); /* distributed: installed before setup */
