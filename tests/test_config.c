@@ -303,11 +303,11 @@ START_TEST(test_round_trip) {
 
     static const char *strs[] = {"", "yes", "No", "on", "1", "-3", "1.5", "1e-4", ".inf", "null", "~",
                                  "true", "False", " lead", "trail ", "a: b", "x #y", "#c", "- d", "-e",
-                                 "it's", "\"dq\"", "line\nbreak", "tab\there", "\x01", "\xc3\xbc" "n\xc3\xaf" "c",
+                                 "it's", "\"dq\"", "line\nbreak", "tab\there", "\x01", ("\xc3\xbc" "n\xc3\xaf" "c"),
                                  "[x]", "{y}", "a,b", "a]b", "${a.b}", "*star", "&amp", "!bang", "%pc",
                                  "@at", "`bt", "|pipe", ">gt", "?q", ":colon", "ends:", "a:b", "plain",
                                  "data/x", "---", "...", "back\\slash", "k=v",
-                                 "nel\xc2\x85x", "ls\xe2\x80\xa8x", "\xef\xbb\xbf" "bom", "cr\rx"};
+                                 "nel\xc2\x85x", "ls\xe2\x80\xa8x", ("\xef\xbb\xbf" "bom"), "cr\rx"};
     cfg_node *root = cfg_new(CFG_MAP), *list = cfg_new(CFG_LIST), *smap = cfg_new(CFG_MAP);
     for (size_t i = 0; i < sizeof strs / sizeof *strs; i++) add_str(list, smap, strs[i]);
     cfg_set(root, "strings_flow", list);
