@@ -51,27 +51,21 @@ int trm_checkpoint_save(const char *path, const trm_model *m, const char *config
         add_dev(&s, "inner.puzzle_emb.weights", ST_F32, 2, sh, m->puz_w,
                 (size_t)sh[0] * (size_t)sh[1] * sizeof(float));
     }
+    trm_carry_host own = {0};
     const trm_carry_host *c = st->carry;
-    int64_t rows = c ? c->rows : m->B;
-    int64_t zs[3] = {rows, m->T, m->D}, bs[1] = {rows}, ds[2] = {rows, m->S};
-    if (c) { /* gathered from every rank (host memory owned by the caller) */
-        st_writer_add(&s.w, "carry.z_H", ST_F32, 3, zs, c->zH);
-        st_writer_add(&s.w, "carry.z_L", ST_F32, 3, zs, c->zL);
-        st_writer_add(&s.w, "carry.steps", ST_I32, 1, bs, c->steps);
-        st_writer_add(&s.w, "carry.halted", ST_BOOL, 1, bs, c->halted);
-        st_writer_add(&s.w, "carry.inputs", ST_I32, 2, ds, c->inputs);
-        st_writer_add(&s.w, "carry.labels", ST_I32, 2, ds, c->labels);
-        st_writer_add(&s.w, "carry.puzzle_identifiers", ST_I32, 1, bs, c->pid);
-    } else {
-        size_t zb = (size_t)m->B * m->T * m->D * sizeof(float);
-        add_dev(&s, "carry.z_H", ST_F32, 3, zs, m->zH, zb);
-        add_dev(&s, "carry.z_L", ST_F32, 3, zs, m->zL, zb);
-        add_dev(&s, "carry.steps", ST_I32, 1, bs, m->steps, m->B * sizeof(int32_t));
-        add_dev(&s, "carry.halted", ST_BOOL, 1, bs, m->halted, (size_t)m->B);
-        add_dev(&s, "carry.inputs", ST_I32, 2, ds, m->cur_inputs, (size_t)m->B * m->S * sizeof(int32_t));
-        add_dev(&s, "carry.labels", ST_I32, 2, ds, m->cur_labels, (size_t)m->B * m->S * sizeof(int32_t));
-        add_dev(&s, "carry.puzzle_identifiers", ST_I32, 1, bs, m->cur_pid, m->B * sizeof(int32_t));
+    if (!c) { /* one process: not a collective */
+        trm_model_carry_to_host(m, &own);
+        c = &own;
     }
+    int64_t rows = c->rows;
+    int64_t zs[3] = {rows, m->T, m->D}, bs[1] = {rows}, ds[2] = {rows, m->S};
+    st_writer_add(&s.w, "carry.z_H", ST_F32, 3, zs, c->zH);
+    st_writer_add(&s.w, "carry.z_L", ST_F32, 3, zs, c->zL);
+    st_writer_add(&s.w, "carry.steps", ST_I32, 1, bs, c->steps);
+    st_writer_add(&s.w, "carry.halted", ST_BOOL, 1, bs, c->halted);
+    st_writer_add(&s.w, "carry.inputs", ST_I32, 2, ds, c->inputs);
+    st_writer_add(&s.w, "carry.labels", ST_I32, 2, ds, c->labels);
+    st_writer_add(&s.w, "carry.puzzle_identifiers", ST_I32, 1, bs, c->pid);
 
     char buf[64];
     st_writer_meta(&s.w, "format", CKPT_FORMAT);
@@ -99,6 +93,7 @@ int trm_checkpoint_save(const char *path, const trm_model *m, const char *config
     int rc = st_writer_save(&s.w, path, e);
     st_writer_free(&s.w);
     for (int i = 0; i < s.nbufs; i++) free(s.bufs[i]);
+    trm_carry_host_free(&own);
     return rc;
 }
 

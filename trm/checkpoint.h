@@ -10,22 +10,14 @@
 #include "model.h"
 #include "util.h"
 
-/* The ACT carry of the whole global batch in host memory: a distributed run gathers every
- * rank's rows before rank 0 writes (rank order = the global batch's row order). */
-typedef struct {
-    int64_t rows;
-    float *zH, *zL;
-    int32_t *steps, *inputs, *labels, *pid;
-    uint8_t *halted;
-} trm_carry_host;
-
 typedef struct {
     int64_t step;             /* optimizer updates done */
     int64_t total_steps;
     trm_sampler_state sampler;
     int has_sampler;
     int world_size;
-    const trm_carry_host *carry; /* save: NULL = the model's own (one-process) carry */
+    const trm_carry_host *carry; /* save: the global batch's carry (trm_model_carry_to_host);
+                                  * NULL: taken here, from a one-process model */
 } trm_ckpt_state;
 
 int trm_checkpoint_save(const char *path, const trm_model *m, const char *config_yaml,

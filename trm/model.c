@@ -432,7 +432,9 @@ void trm_model_gather_outputs(trm_model *m) {
     be->allgather(be, m->q, m->all_q, (size_t)m->B * 2 * sizeof(float));
 }
 
-void trm_model_gather_rows(trm_model *m, const void *dev, size_t bytes, void *host) {
+/* Every rank's `bytes` at `dev`, concatenated in rank order into `host` (world × bytes) on rank 0
+ * (host unused elsewhere), through the staging buffer in chunks. */
+static void gather_rows(const trm_model *m, const void *dev, size_t bytes, void *host) {
     trm_backend *be = m->be;
     if (m->world <= 1) {
         be->to_host(be, host, dev, bytes);
@@ -445,6 +447,35 @@ void trm_model_gather_rows(trm_model *m, const void *dev, size_t bytes, void *ho
         for (int r = 0; r < m->world; r++)
             be->to_host(be, (char *)host + (size_t)r * bytes + off, (const char *)m->gather_stage + (size_t)r * c, c);
     }
+}
+
+void trm_model_carry_to_host(const trm_model *m, trm_carry_host *c) {
+    size_t W = (size_t)(m->world > 1 ? m->world : 1), B = (size_t)m->B, TD = (size_t)m->T * m->D, S = (size_t)m->S;
+    int root = m->rank == 0;
+    memset(c, 0, sizeof *c);
+    c->rows = (int64_t)(B * W);
+#define GATHER(field, dev, elem_bytes)                                                          \
+    c->field = root ? xmalloc(B * W * (elem_bytes)) : NULL;                                     \
+    gather_rows(m, dev, B * (elem_bytes), c->field);
+    GATHER(zH, m->zH, TD * sizeof(float))
+    GATHER(zL, m->zL, TD * sizeof(float))
+    GATHER(steps, m->steps, sizeof(int32_t))
+    GATHER(halted, m->halted, 1)
+    GATHER(inputs, m->cur_inputs, S * sizeof(int32_t))
+    GATHER(labels, m->cur_labels, S * sizeof(int32_t))
+    GATHER(pid, m->cur_pid, sizeof(int32_t))
+#undef GATHER
+}
+
+void trm_carry_host_free(trm_carry_host *c) {
+    free(c->zH);
+    free(c->zL);
+    free(c->steps);
+    free(c->halted);
+    free(c->inputs);
+    free(c->labels);
+    free(c->pid);
+    memset(c, 0, sizeof *c);
 }
 
 void trm_model_set_batch(trm_model *m, const int32_t *inputs, const int32_t *labels,

@@ -87,7 +87,7 @@ typedef struct {
     int rank, world;
     int32_t *all_pid, *all_preds;
     float *all_puz_rows, *all_q;
-    void *gather_stage; /* world × TRM_GATHER_CHUNK bytes for trm_model_gather_rows */
+    void *gather_stage; /* world × TRM_GATHER_CHUNK bytes for trm_model_carry_to_host */
 } trm_model;
 
 #define TRM_GATHER_CHUNK ((size_t)4 << 20)
@@ -110,9 +110,17 @@ int trm_model_set_ranks(trm_model *m, int rank, int world, trm_err *e);
 void trm_model_sync_grads(trm_model *m, int dense);
 /* world > 1: the current predictions and q of every rank into all_preds / all_q (rank order). */
 void trm_model_gather_outputs(trm_model *m);
-/* Collective: every rank's `bytes` at device address `dev`, concatenated in rank order into
- * `host` (world × bytes) on rank 0; host is unused elsewhere. Used for the carry checkpoint. */
-void trm_model_gather_rows(trm_model *m, const void *dev, size_t bytes, void *host);
+/* The ACT carry of the whole global batch in host memory (rank order = the batch's row order). */
+typedef struct {
+    int64_t rows;
+    float *zH, *zL;
+    int32_t *steps, *inputs, *labels, *pid;
+    uint8_t *halted;
+} trm_carry_host;
+/* Collective when world > 1: every rank's carry rows into rank 0's host memory (the other
+ * ranks' *c stays empty); one process: its own carry. Free with trm_carry_host_free. */
+void trm_model_carry_to_host(const trm_model *m, trm_carry_host *c);
+void trm_carry_host_free(trm_carry_host *c);
 
 /* Host batch → the model's step inputs. */
 void trm_model_set_batch(trm_model *m, const int32_t *inputs, const int32_t *labels,

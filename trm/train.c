@@ -347,47 +347,17 @@ static int all_ranks_ok(trainer *t, int ok, const char *what, trm_err *e) {
     return bad > 0 ? -1 : 0;
 }
 
-/* Distributed: every rank's carry rows, gathered to rank 0's host memory (collective). */
-static void gather_carry(trainer *t, trm_carry_host *c) {
-    trm_model *m = &t->m;
-    size_t B = (size_t)m->B, W = (size_t)m->world, TD = (size_t)m->T * m->D, S = (size_t)m->S;
-    int root = is_root(t);
-    c->rows = (int64_t)(B * W);
-#define GATHER(field, dev, elem_bytes)                                                          \
-    c->field = root ? xmalloc(B * W * (elem_bytes)) : NULL;                                     \
-    trm_model_gather_rows(m, dev, B * (elem_bytes), c->field);
-    GATHER(zH, m->zH, TD * sizeof(float))
-    GATHER(zL, m->zL, TD * sizeof(float))
-    GATHER(steps, m->steps, sizeof(int32_t))
-    GATHER(halted, m->halted, 1)
-    GATHER(inputs, m->cur_inputs, S * sizeof(int32_t))
-    GATHER(labels, m->cur_labels, S * sizeof(int32_t))
-    GATHER(pid, m->cur_pid, sizeof(int32_t))
-#undef GATHER
-}
-
-static void free_carry(trm_carry_host *c) {
-    free(c->zH);
-    free(c->zL);
-    free(c->steps);
-    free(c->halted);
-    free(c->inputs);
-    free(c->labels);
-    free(c->pid);
-}
-
 /* Collective in a distributed run (the carry is gathered); rank 0 writes. */
 static int write_checkpoint(trainer *t, trm_err *e) {
-    trm_carry_host carry = {0};
-    if (t->dist->world > 1) gather_carry(t, &carry);
+    trm_carry_host carry;
+    trm_model_carry_to_host(&t->m, &carry);
     if (!is_root(t)) return 0;
     char *name = xasprintf("step_%" PRId64 ".safetensors", t->step);
     char *path = trm_path_join(t->run_dir, name);
     trm_ckpt_state st = {.step = t->step, .total_steps = t->total_steps, .sampler = t->sampler,
-                         .has_sampler = 1, .world_size = t->dist->world,
-                         .carry = t->dist->world > 1 ? &carry : NULL};
+                         .has_sampler = 1, .world_size = t->dist->world, .carry = &carry};
     int rc = trm_checkpoint_save(path, &t->m, t->config_yaml, &st, e);
-    free_carry(&carry);
+    trm_carry_host_free(&carry);
     if (!rc) {
         if (t->tty) fputc('\n', stdout);
         printf("checkpoint: %s\n", path);
@@ -568,17 +538,6 @@ static int train_loop(trainer *t, trm_err *e) {
     return rc;
 }
 
-/* Every rank must run the same configuration; `mine` is the checksum of this rank's before the
- * run names are drawn (only rank 0's are used). */
-static int check_same_config(trainer *t, uint32_t mine, trm_err *e) {
-    uint32_t root = mine;
-    if (trm_dist_bcast(t->dist, &root, sizeof root, e)) return -1;
-    if (mine != root)
-        return trm_errf(e, "rank %d's configuration differs from rank 0's; every rank must be started with the "
-                           "same command line and config files", t->dist->rank);
-    return 0;
-}
-
 /* Device, process group and collectives: the device policy refuses distributed runs on
  * backends without collectives; GPUs are taken one per local rank. */
 static int open_device(trainer *t, trm_device_choice *dc, trm_err *e) {
@@ -647,25 +606,26 @@ static uint32_t crc_of_device(trm_backend *be, const void *dev, size_t bytes) {
     return (uint32_t)crc;
 }
 
-/* Every rank must start from rank 0's exact state: weights, EMA, optimiser moments, puzzle
- * embeddings, the step and the data position. Identical by construction when every rank
- * initialised from the same seed or loaded the same checkpoint; this proves it, and stops a
- * rank that resumed from another file before it trains on a different model. */
-static int check_same_state(trainer *t, trm_err *e) {
+/* Every rank must run rank 0's configuration (cfg_crc: its checksum before the run names are
+ * drawn; only rank 0's are used) and start from rank 0's exact state: weights, EMA, optimiser
+ * moments, puzzle embeddings, the step and the data position. Identical by construction when
+ * every rank initialised from the same seed or loaded the same checkpoint; this proves it, and
+ * stops a rank that resumed from another file before it trains on a different model. */
+static int check_same_state(trainer *t, uint32_t cfg_crc, trm_err *e) {
     if (t->dist->world <= 1) return 0;
     trm_model *m = &t->m;
     trm_backend *be = t->be;
     size_t nw = m->n_flat * sizeof(float);
     size_t npuz = (size_t)(m->cfg.num_puzzle_identifiers > 0 ? m->cfg.num_puzzle_identifiers : 1) *
                   (size_t)(m->cfg.puzzle_emb_ndim ? m->cfg.puzzle_emb_ndim : 1) * sizeof(float);
-    enum { NSTATE = 13 };
-    int64_t mine[NSTATE] = {t->step, t->sampler.iter, t->sampler.set_index, t->sampler.group_pos,
+    enum { NSTATE = 14 };
+    int64_t mine[NSTATE] = {cfg_crc, t->step, t->sampler.iter, t->sampler.set_index, t->sampler.group_pos,
                             t->sampler.batch_index, t->have_test, crc_of_device(be, m->w, nw),
                             m->ema ? crc_of_device(be, m->ema, nw) : 0, crc_of_device(be, m->m, nw),
                             crc_of_device(be, m->v, nw), crc_of_device(be, m->puz_w, npuz),
                             crc_of_device(be, m->H_init, m->D * sizeof(float)),
                             crc_of_device(be, m->L_init, m->D * sizeof(float))};
-    static const char *const what[NSTATE] = {"step", "data position", "data position", "data position",
+    static const char *const what[NSTATE] = {"configuration", "step", "data position", "data position", "data position",
                                              "data position", "test split", "weights", "EMA weights",
                                              "optimiser moments", "optimiser moments", "puzzle embeddings",
                                              "H_init", "L_init"};
@@ -676,7 +636,10 @@ static int check_same_state(trainer *t, trm_err *e) {
     for (int i = 0; i < NSTATE && differs < 0; i++)
         if (mine[i] != root[i]) differs = i;
     trm_err local = {{0}};
-    if (differs >= 0)
+    if (differs == 0)
+        trm_errf(&local, "rank %d's configuration differs from rank 0's; every rank must be started with the same "
+                         "command line and config files", t->dist->rank);
+    else if (differs > 0)
         trm_errf(&local, "rank %d's %s do not match rank 0's: every rank must start from the same state (the same "
                          "seed, data and checkpoint)", t->dist->rank, what[differs]);
     if (all_ranks_ok(t, differs < 0, "the state check failed", e)) {
@@ -702,7 +665,6 @@ static int setup(trainer *t, const char *resume_path, trm_err *e) {
 
     trm_device_choice dc;
     if (open_device(t, &dc, e)) return -1;
-    if (d->world > 1 && check_same_config(t, cfg_crc, e)) return -1;
 
     trm_model_config mc;
     int64_t gbs = t->rc.global_batch_size;
@@ -738,7 +700,7 @@ static int setup(trainer *t, const char *resume_path, trm_err *e) {
     }
     int rc = is_root(t) ? open_run_dir(t, e) : 0;
     /* rank 0's own setup failing must stop the others too, not leave them in a collective */
-    if (all_ranks_ok(t, rc == 0, "setting up the run directory failed", e) || check_same_state(t, e)) return -1;
+    if (all_ranks_ok(t, rc == 0, "setting up the run directory failed", e) || check_same_state(t, cfg_crc, e)) return -1;
     fflush(stdout);
     return 0;
 }
