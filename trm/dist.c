@@ -21,6 +21,7 @@
 #endif
 
 #define URI_LEN 1024
+#define MPI_CHUNK ((size_t)1 << 30) /* MPI counts are int: larger transfers go in pieces */
 
 int trm_dist_have_mpi(void) {
 #ifdef TRM_HAVE_MPI
@@ -312,9 +313,9 @@ static int use_mpi_host(const trm_dist *d) { return d->mpi && d->launch == TRM_L
 int trm_dist_bcast(trm_dist *d, void *buf, size_t bytes, trm_err *e) {
     if (d->world == 1) return 0;
 #ifdef TRM_HAVE_MPI
-    if (use_mpi_host(d)) { /* MPI counts are int: in chunks */
-        for (size_t o = 0; o < bytes; o += (size_t)1 << 30) {
-            size_t c = bytes - o < ((size_t)1 << 30) ? bytes - o : ((size_t)1 << 30);
+    if (use_mpi_host(d)) {
+        for (size_t o = 0; o < bytes; o += MPI_CHUNK) {
+            size_t c = bytes - o < MPI_CHUNK ? bytes - o : MPI_CHUNK;
             if (MPI_Bcast((char *)buf + o, (int)c, MPI_BYTE, 0, comm_of(d)) != MPI_SUCCESS)
                 return trm_errf(e, "MPI_Bcast of %zu bytes failed", bytes);
         }
@@ -357,9 +358,8 @@ int trm_dist_barrier(trm_dist *d, trm_err *e) {
 int trm_dist_mpi_allreduce_f32(trm_dist *d, float *buf, size_t n, trm_err *e) {
 #ifdef TRM_HAVE_MPI
     if (d->mpi) {
-        /* MPI counts are int: reduce in chunks */
-        for (size_t o = 0; o < n; o += (size_t)1 << 30) {
-            size_t c = n - o < ((size_t)1 << 30) ? n - o : ((size_t)1 << 30);
+        for (size_t o = 0; o < n; o += MPI_CHUNK) {
+            size_t c = n - o < MPI_CHUNK ? n - o : MPI_CHUNK;
             if (MPI_Allreduce(MPI_IN_PLACE, buf + o, (int)c, MPI_FLOAT, MPI_SUM, comm_of(d)) != MPI_SUCCESS)
                 return trm_errf(e, "MPI_Allreduce of %zu floats failed", n);
         }
@@ -378,7 +378,7 @@ int trm_dist_mpi_allgather(trm_dist *d, const void *send, void *recv, size_t byt
     }
 #ifdef TRM_HAVE_MPI
     if (d->mpi) {
-        if (bytes > (size_t)1 << 30) return trm_errf(e, "allgather of %zu bytes per rank is too large", bytes);
+        if (bytes > MPI_CHUNK) return trm_errf(e, "allgather of %zu bytes per rank is too large", bytes);
         return MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, comm_of(d)) == MPI_SUCCESS
                    ? 0 : trm_errf(e, "MPI_Allgather failed");
     }
