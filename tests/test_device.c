@@ -1,7 +1,7 @@
 /* test_device.c — the device policy driven through the capability table, the mps row
- * included (mps is not compiled into this binary): distributed is refused where a backend
- * cannot all-reduce, compile and bf16 fall back with one warning each; and device= parsing
- * with its errors naming the backends this binary has. */
+ * included (compiled into this binary or not): distributed is refused where a backend cannot
+ * all-reduce, compile and bf16 fall back with one warning each; device= parsing with its
+ * errors naming the backends this binary has; device=auto never picks a CPU-type Vulkan device. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,17 +129,20 @@ START_TEST(device_spec_errors_name_what_exists) {
     trm_device_request req = {0};
     trm_device_choice dc;
     trm_err e = {{0}};
-    ck_assert_int_eq(trm_device_choose("mps", &req, &dc, NULL, &e), -1);
-    ck_assert_ptr_nonnull(strstr(e.msg, "no 'mps' backend"));
-    ck_assert_ptr_nonnull(strstr(e.msg, "cpu"));
+    if (!trm_backend_find("mps")) {
+        ck_assert_int_eq(trm_device_choose("mps", &req, &dc, NULL, &e), -1);
+        ck_assert_ptr_nonnull(strstr(e.msg, "no 'mps' backend"));
+        ck_assert_ptr_nonnull(strstr(e.msg, "cpu"));
+    }
     if (!trm_backend_find("cuda")) {
         ck_assert_int_eq(trm_device_choose("cuda:0", &req, &dc, NULL, &e), -1);
         ck_assert_ptr_nonnull(strstr(e.msg, "no 'cuda' backend"));
     }
     ck_assert_int_eq(trm_device_choose("gpu", &req, &dc, NULL, &e), -1);
-    ck_assert_ptr_nonnull(strstr(e.msg, "expected auto, cpu, cuda, cuda:N or mps"));
+    ck_assert_ptr_nonnull(strstr(e.msg, "expected auto, cpu, cuda, cuda:N, mps or mps:N"));
     ck_assert_int_eq(trm_device_choose("cpu:1", &req, &dc, NULL, &e), -1);
-    ck_assert_ptr_nonnull(strstr(e.msg, "only cuda takes an index"));
+    ck_assert_ptr_nonnull(strstr(e.msg, "only cuda and mps take a device index"));
+    ck_assert_int_eq(trm_device_choose("mps:-1", &req, &dc, NULL, &e), -1);
     ck_assert_int_eq(trm_device_choose("cuda:x", &req, &dc, NULL, &e), -1);
     ck_assert_int_eq(trm_device_choose("cpu", &req, &dc, NULL, &e), 0);
     ck_assert_str_eq(dc.entry->name, "cpu");
@@ -151,6 +154,34 @@ START_TEST(device_spec_errors_name_what_exists) {
 }
 END_TEST
 
+/* Where mps is compiled in: auto takes it only for a GPU (lavapipe, a CPU device, would be far
+ * slower than cpu), and device=mps still opens a CPU device when that is all there is. */
+START_TEST(auto_skips_cpu_type_vulkan_devices) {
+    const trm_backend_entry *mps = trm_backend_find("mps");
+    if (!mps) return;
+    ck_assert_ptr_nonnull(mps->probe_auto);
+    char d[1024];
+    int all = mps->probe(d, sizeof d), gpus = mps->probe_auto(d, sizeof d);
+    ck_assert_int_le(gpus, all);
+    trm_device_request req = {0};
+    trm_device_choice dc;
+    trm_err e = {{0}};
+    ck_assert_int_eq(trm_device_choose("auto", &req, &dc, NULL, &e), 0);
+    const trm_backend_entry *cuda = trm_backend_find("cuda");
+    int have_cuda = cuda && cuda->probe(d, sizeof d) > 0;
+    if (gpus == 0) ck_assert_str_ne(dc.entry->name, "mps");
+    if (gpus > 0 && !have_cuda) ck_assert_str_eq(dc.entry->name, "mps");
+    if (all > 0) {
+        ck_assert_int_eq(trm_device_choose("mps", &req, &dc, NULL, &e), 0);
+        ck_assert_str_eq(dc.entry->name, "mps");
+        char spec[32];
+        snprintf(spec, sizeof spec, "mps:%d", all);
+        ck_assert_int_eq(trm_device_choose(spec, &req, &dc, NULL, &e), -1);
+        ck_assert_ptr_nonnull(strstr(e.msg, "device(s) present"));
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("device");
     TCase *tc = tcase_create("policy");
@@ -159,6 +190,7 @@ int main(void) {
     tcase_add_test(tc, cpu_distributed_follows_the_mpi_build);
     tcase_add_test(tc, local_ranks_take_their_gpu);
     tcase_add_test(tc, device_spec_errors_name_what_exists);
+    tcase_add_test(tc, auto_skips_cpu_type_vulkan_devices);
     suite_add_tcase(s, tc);
     return trm_run_suite(s);
 }

@@ -19,7 +19,8 @@ typedef struct {
 } trm_caps;
 
 /* The capabilities of every backend trm knows, compiled in or not (mps: the Metal-style
- * backend to come). The registry and the policy (device.c) both take them from here. */
+ * backend, Vulkan compute; an instance on a discrete GPU says unified_memory 0). The registry
+ * and the policy (device.c) both take them from here. */
 #ifdef TRM_HAVE_MPI
 #define TRM_CPU_DISTRIBUTED 1 /* through MPI */
 #else
@@ -81,6 +82,7 @@ struct trm_backend {
     const char *name;
     trm_caps caps;
     int use_bf16; /* set by policy when forward_dtype=bfloat16 and caps.bf16 */
+    size_t max_alloc; /* the largest single allocation the device allows; 0: no limit but memory */
     void *ctx;
 
     void (*destroy)(trm_backend *b);
@@ -198,6 +200,9 @@ typedef struct {
     trm_backend *(*create)(int index, trm_err *e);
     /* Number of devices this backend sees (0 = unusable here); desc gets a one-line summary. */
     int (*probe)(char *desc, size_t desc_len);
+    /* device=auto takes this backend only when this is > 0 (NULL: when probe is): mps skips
+     * CPU-type Vulkan devices, which are far slower than the cpu backend. */
+    int (*probe_auto)(char *desc, size_t desc_len);
 } trm_backend_entry;
 
 const trm_backend_entry *trm_backend_find(const char *name);

@@ -1,5 +1,6 @@
 /* backend_registry.c — the table of backends compiled into this binary (the project's one
- * allowed global): `cpu` always, `cuda` when the build found nvcc. Lookup by name or index. */
+ * allowed global): `cpu` always, `cuda` when the build found nvcc, `mps` when it found glslc and
+ * the Vulkan headers (dynamic builds only). Lookup by name or index. */
 #include <string.h>
 
 #include "backend.h"
@@ -12,11 +13,20 @@ int trm_cpu_probe(char *desc, size_t desc_len);
 trm_backend *trm_cuda_backend_create(int index, trm_err *e);
 int trm_cuda_probe(char *desc, size_t desc_len);
 #endif
+#ifdef TRM_HAVE_VULKAN
+/* kernels/vulkan/backend_vulkan.c */
+trm_backend *trm_mps_backend_create(int index, trm_err *e);
+int trm_mps_probe(char *desc, size_t desc_len);
+int trm_mps_probe_auto(char *desc, size_t desc_len);
+#endif
 
 static const trm_backend_entry registry[] = {
-    {"cpu", TRM_CAPS_CPU, trm_cpu_backend_create, trm_cpu_probe},
+    {"cpu", TRM_CAPS_CPU, trm_cpu_backend_create, trm_cpu_probe, NULL},
 #ifdef TRM_HAVE_CUDA
-    {"cuda", TRM_CAPS_CUDA, trm_cuda_backend_create, trm_cuda_probe},
+    {"cuda", TRM_CAPS_CUDA, trm_cuda_backend_create, trm_cuda_probe, NULL},
+#endif
+#ifdef TRM_HAVE_VULKAN
+    {"mps", TRM_CAPS_MPS, trm_mps_backend_create, trm_mps_probe, trm_mps_probe_auto},
 #endif
 };
 

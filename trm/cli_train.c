@@ -125,11 +125,45 @@ static int take_nproc(int *argc, char **argv, int *nproc, trm_err *e) {
     return 0;
 }
 
+/* A backend named by the run's `device` that cannot train distributed is refused before any worker
+ * starts (one message, not one per rank). Only the capability table is read: probing a GPU here
+ * would hold its memory for the whole run. Other errors are left to the workers. */
+static int refuse_device_early(int argc, char **argv, const trm_globals *g, trm_err *e) {
+    const char *cfg_name, *dev = NULL;
+    char **raw_ov;
+    int n, rc = 0;
+    trm_err ignore;
+    if (trm_collect_overrides(argc, argv, &cfg_name, &raw_ov, &n, &ignore)) {
+        free(raw_ov);
+        return 0;
+    }
+    char **ov = normalise_overrides(raw_ov, n);
+    free(raw_ov);
+    cfg_node *cfg = cfg_compose(&g->search, cfg_name ? cfg_name : "cfg_pretrain", n, ov, &ignore);
+    if (cfg && cfg_get_str(cfg, "device", &dev, 1, &ignore) == 0 && dev) {
+        char name[32];
+        size_t len = strcspn(dev, ":");
+        const trm_caps *caps = NULL;
+        if (len < sizeof name) {
+            memcpy(name, dev, len);
+            name[len] = 0;
+            caps = trm_known_caps(name);
+        }
+        trm_device_request req = {.want_distributed = 1};
+        int compile, bf16;
+        if (caps && trm_device_policy(name, caps, &req, &compile, &bf16, NULL, e)) rc = -1;
+    }
+    cfg_free(cfg);
+    free_strs(ov, n);
+    return rc;
+}
+
 /* `trm pretrain --nproc-per-node N ...`: start N workers running `trm pretrain ...` with the
  * torchrun environment and supervise them. */
 static int launch_workers(int nproc, int argc, char **argv, const trm_globals *g, trm_err *e) {
     trm_dist d;
     if (trm_dist_detect(&d, e)) return 2;
+    if (nproc > 1 && refuse_device_early(argc, argv, g, e)) return 2;
     if (d.launch != TRM_LAUNCH_SINGLE || (getenv("WORLD_SIZE") && getenv("RANK"))) {
         trm_errf(e, "--nproc-per-node inside an already launched run (%s); use one launcher",
                  d.launch == TRM_LAUNCH_MPI ? "started by mpirun" : "WORLD_SIZE and RANK are set");

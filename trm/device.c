@@ -26,7 +26,7 @@ int trm_device_choose(const char *spec, const trm_device_request *req, trm_devic
         for (size_t i = 0; i < sizeof order / sizeof order[0] && !out->entry; i++) {
             const trm_backend_entry *be = trm_backend_find(order[i]);
             desc[0] = 0;
-            if (be && be->probe(desc, sizeof desc) > 0) {
+            if (be && (be->probe_auto ? be->probe_auto : be->probe)(desc, sizeof desc) > 0) {
                 out->entry = be;
                 snprintf(out->why, sizeof out->why, "device=auto chose %s (%s)", be->name, desc);
             }
@@ -37,16 +37,16 @@ int trm_device_choose(const char *spec, const trm_device_request *req, trm_devic
         const char *colon = strchr(spec, ':');
         size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
         if (len == 0 || len >= sizeof name)
-            return trm_errf(e, "device=%s: expected auto, cpu, cuda, cuda:N or mps", spec);
+            return trm_errf(e, "device=%s: expected auto, cpu, cuda, cuda:N, mps or mps:N", spec);
         memcpy(name, spec, len);
         name[len] = 0;
         if (strcmp(name, "cpu") && strcmp(name, "cuda") && strcmp(name, "mps"))
-            return trm_errf(e, "device=%s: expected auto, cpu, cuda, cuda:N or mps", spec);
+            return trm_errf(e, "device=%s: expected auto, cpu, cuda, cuda:N, mps or mps:N", spec);
         if (colon) {
             char *end;
             long idx = strtol(colon + 1, &end, 10);
-            if (*end || end == colon + 1 || idx < 0 || strcmp(name, "cuda"))
-                return trm_errf(e, "device=%s: only cuda takes an index (cuda:N, N >= 0)", spec);
+            if (*end || end == colon + 1 || idx < 0 || idx > 1000000 || !strcmp(name, "cpu"))
+                return trm_errf(e, "device=%s: only cuda and mps take a device index (cuda:N, mps:N, N >= 0)", spec);
             out->index = (int)idx;
         }
         out->entry = trm_backend_find(name);

@@ -192,17 +192,32 @@ static void init_weights(trm_model *m, float *hw, uint64_t seed) {
  * allocation
  * ------------------------------------------------------------------------------------- */
 
+/* The activations are carved from a few large allocations: one where the backend has no limit
+ * on a single allocation, else as many as its limit needs (mps: 2 GiB on lavapipe), no tensor
+ * split between two. A dry pass sizes the chunks, the second hands out pointers. */
 typedef struct {
     trm_model *m;
-    char *base;
-    size_t used;
+    size_t limit;                        /* largest chunk, 0: unlimited */
+    int n;                               /* chunks begun */
+    size_t size[TRM_ARENA_CHUNKS];       /* dry pass: bytes of each chunk */
+    char *base[TRM_ARENA_CHUNKS];
+    size_t used;                         /* in the current chunk */
+    size_t total;
     int dry;
 } arena;
 
 static float *arena_take(arena *a, size_t nfloats) {
     size_t bytes = (nfloats * sizeof(float) + 255) / 256 * 256;
-    float *p = a->dry ? NULL : (float *)(a->base + a->used);
+    /* past TRM_ARENA_CHUNKS the last chunk grows beyond the limit, and its allocation says so */
+    int fresh = a->n == 0 || (a->limit && a->used > 0 && a->used + bytes > a->limit);
+    if (fresh && a->n < TRM_ARENA_CHUNKS) {
+        a->n++;
+        a->used = 0;
+    }
+    float *p = a->dry ? NULL : (float *)(a->base[a->n - 1] + a->used);
     a->used += bytes;
+    a->total += bytes;
+    if (a->dry) a->size[a->n - 1] = a->used;
     return p;
 }
 
@@ -251,6 +266,10 @@ static int alloc_or_fail(trm_backend *be, void **p, size_t bytes, const char *wh
     if (be->mem_info) be->mem_info(be, &fr, &tot);
     char avail[96] = "";
     if (tot) snprintf(avail, sizeof avail, " with %.1f of %.1f GiB free", fr / 1073741824.0, tot / 1073741824.0);
+    if (be->max_alloc && bytes > be->max_alloc)
+        return trm_errf(e, "%s needs one buffer of %.1f MiB, more than the %s device allows in one allocation "
+                           "(%.1f MiB); lower global_batch_size",
+                        what, (double)bytes / 1048576.0, be->name, (double)be->max_alloc / 1048576.0);
     return trm_errf(e, "out of %s memory allocating %s (%.1f MiB%s); lower global_batch_size, "
                        "use forward_dtype=bfloat16 or fewer H/L cycles",
                     be->name, what, (double)bytes / 1048576.0, avail);
@@ -336,12 +355,15 @@ int trm_model_create(trm_model *m, const trm_model_config *c, trm_backend *be, u
     m->saved_count = train ? c->L_cycles + 1 : 0;
     m->saved = xcalloc((size_t)m->saved_count, sizeof *m->saved);
     m->scratch = xcalloc(1, sizeof *m->scratch);
-    arena a = {m, NULL, 0, 1};
+    arena a = {.m = m, .limit = be->max_alloc, .dry = 1};
     carve_acts(m, &a);
-    m->act_bytes = a.used;
-    if (alloc_or_fail(be, &m->act_arena, m->act_bytes, "activations", e)) return -1;
-    a = (arena){m, m->act_arena, 0, 0};
-    carve_acts(m, &a);
+    m->act_bytes = a.total;
+    m->act_chunks = a.n;
+    for (int i = 0; i < a.n; i++)
+        if (alloc_or_fail(be, &m->act_arena[i], a.size[i], "activations", e)) return -1;
+    arena b = {.m = m, .limit = be->max_alloc};
+    memcpy(b.base, m->act_arena, sizeof b.base);
+    carve_acts(m, &b);
 
     /* host-side initialisation, then upload */
     float *hw = xcalloc(m->n_flat, sizeof(float));
@@ -386,11 +408,13 @@ void trm_model_destroy(trm_model *m) {
                     m->rope_sin, m->zH, m->zL, m->steps, m->halted, m->cur_inputs, m->cur_labels,
                     m->cur_pid, m->in_inputs, m->in_labels, m->in_pid, m->x_emb, m->dx_emb,
                     m->d_puz_rows, m->logits, m->dlogits, m->q, m->dq, m->q_next, m->q_target,
-                    m->preds, m->metrics, m->rng_step, m->dz, m->dz2, m->tmp_rows, m->tmp_big, m->act_arena,
+                    m->preds, m->metrics, m->rng_step, m->dz, m->dz2, m->tmp_rows, m->tmp_big,
                     m->zH2, m->zL2, m->steps2, m->halted2, m->cur_inputs2, m->cur_labels2, m->cur_pid2,
                     m->all_pid, m->all_preds, m->all_puz_rows, m->all_q, m->gather_stage};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
         if (ptrs[i]) be->free(be, ptrs[i]);
+    for (int i = 0; i < m->act_chunks; i++)
+        if (m->act_arena[i]) be->free(be, m->act_arena[i]);
     free(m->saved);
     free(m->scratch);
     memset(m, 0, sizeof *m);

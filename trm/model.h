@@ -11,6 +11,7 @@
 enum { TRM_POS_NONE = 0, TRM_POS_ROPE = 1, TRM_POS_LEARNED = 2 };
 
 #define TRM_MAX_LAYERS 16
+#define TRM_ARENA_CHUNKS 64
 /* embed_tokens, embed_pos, 4 per layer, lm_head, q_head weight and bias */
 #define TRM_MAX_PARAMS (2 + 4 * TRM_MAX_LAYERS + 3)
 
@@ -76,7 +77,8 @@ typedef struct {
     float *dz, *dz2, *tmp_rows, *tmp_big;
     trm_net_acts *saved;  /* L_cycles + 1 saved Net calls */
     trm_net_acts *scratch;/* for no-grad calls */
-    void *act_arena;
+    void *act_arena[TRM_ARENA_CHUNKS]; /* the activations, in as few allocations as the backend allows */
+    int act_chunks;
     size_t act_bytes;
     int saved_count;
     /* offsets of parameters used by the forward (indices into params[]) */

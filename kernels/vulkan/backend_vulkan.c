@@ -1,0 +1,576 @@
+/* backend_vulkan.c — the `mps` backend: the table of backend.h on one Vulkan device (Apple GPUs
+ * through MoltenVK, any other Vulkan GPU, lavapipe in CI). Every op is a compute kernel of
+ * kernels/vulkan/<op>.comp issued in order on one queue; GEMMs are our tiled kernel, attention
+ * is per-head batched GEMMs around the softmax kernels (as on cuda). fp32 only, no compile
+ * stage and no collectives (the capability row TRM_CAPS_MPS). Loss metrics are summed on the
+ * host in double from per-sample fp32 partials, since shaders have no fp64. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "vk.h"
+
+trm_backend *trm_mps_backend_create(int index, trm_err *e);
+int trm_mps_probe(char *desc, size_t desc_len);
+int trm_mps_probe_auto(char *desc, size_t desc_len);
+
+enum { K_GEMM, K_ELEM, K_RMSNORM, K_SWIGLU, K_ROPE, K_ATT, K_EMBED, K_LOSS, K_ACT, K_OPTIM, K_COUNT };
+static const char *const kernel_names[K_COUNT] = {"gemm",  "elementwise", "rmsnorm", "swiglu", "rope",
+                                                  "attention", "embed", "loss", "act", "optim"};
+
+enum { SCR_ATT_S, SCR_ATT_DP, SCR_ATT_DR, SCR_EMBED, SCR_LOSS, SCR_COUNT };
+
+typedef struct {
+    vk_ctx vk;
+    int kern[K_COUNT];
+    void *scr[SCR_COUNT];
+    size_t scr_bytes[SCR_COUNT];
+    float *stats_host; /* the loss head's per-sample partials, read back */
+    size_t stats_cap;
+} mps_ctx;
+
+static mps_ctx *CTX(trm_backend *b) { return (mps_ctx *)b->ctx; }
+static uint64_t A(const void *p) { return (uint64_t)(uintptr_t)p; }
+
+/* Kernels index with 32-bit integers (no Int64 capability needed): a larger tensor is refused
+ * with a message rather than wrapped around. */
+static uint32_t u32(size_t n, const char *what) {
+    if (n > UINT32_MAX) {
+        fprintf(stderr, "trm: mps: %s needs %zu elements in one kernel, more than the 2^32 an mps kernel "
+                        "indexes; lower global_batch_size\n", what, n);
+        exit(1);
+    }
+    return (uint32_t)n;
+}
+
+static void *scratch(trm_backend *b, int which, size_t bytes) {
+    mps_ctx *c = CTX(b);
+    if (c->scr_bytes[which] >= bytes) return c->scr[which];
+    if (c->scr[which]) vk_free(&c->vk, c->scr[which]);
+    c->scr[which] = vk_alloc(&c->vk, bytes);
+    if (!c->scr[which]) vk_oom_exit(&c->vk, bytes);
+    c->scr_bytes[which] = bytes;
+    return c->scr[which];
+}
+
+#define WG 256u
+#define MAX_GROUPS 65535u
+
+/* A grid-stride kernel over n items. */
+static void run1d(trm_backend *b, int k, uint32_t mode, const void *pc, uint32_t pcb, size_t n) {
+    if (!n) return;
+    uint32_t spec[9] = {WG, mode};
+    size_t g = (n + WG - 1) / WG;
+    vk_dispatch(&CTX(b)->vk, CTX(b)->kern[k], spec, pc, pcb, g > MAX_GROUPS ? MAX_GROUPS : (uint32_t)g, 1, 1);
+}
+
+/* One workgroup of `wg` invocations per row. */
+static void run_rows(trm_backend *b, int k, uint32_t mode, uint32_t wg, const void *pc, uint32_t pcb, size_t rows) {
+    if (!rows) return;
+    uint32_t spec[9] = {wg, mode};
+    vk_dispatch(&CTX(b)->vk, CTX(b)->kern[k], spec, pc, pcb, rows > MAX_GROUPS ? MAX_GROUPS : (uint32_t)rows, 1, 1);
+}
+
+/* ---- memory ---------------------------------------------------------------------------------- */
+
+static void *mps_alloc(trm_backend *b, size_t bytes) { return vk_alloc(&CTX(b)->vk, bytes); }
+static void mps_free(trm_backend *b, void *p) { vk_free(&CTX(b)->vk, p); }
+static void mps_to_device(trm_backend *b, void *d, const void *s, size_t n) { vk_upload(&CTX(b)->vk, d, s, n); }
+static void mps_to_host(trm_backend *b, void *d, const void *s, size_t n) { vk_download(&CTX(b)->vk, d, s, n); }
+static void mps_copy(trm_backend *b, void *d, const void *s, size_t n) { vk_copy(&CTX(b)->vk, d, s, n); }
+static void mps_zero(trm_backend *b, void *p, size_t n) { vk_fill_zero(&CTX(b)->vk, p, n); }
+static void mps_sync(trm_backend *b) { vk_finish(&CTX(b)->vk); }
+static void mps_mem_info(trm_backend *b, size_t *f, size_t *t) { vk_mem_info(&CTX(b)->vk, f, t); }
+
+/* ---- GEMM (gemm.comp) -------------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t a, b, c, sa, sb, sc;
+    uint32_t M, N, K, lda, ldb, ldc;
+    float alpha, beta;
+} gemm_pc;
+
+typedef struct {
+    uint32_t bm, bn, bk, tm, tn;
+} gemm_tile;
+
+/* 128×128 tiles (8×8 per invocation) when there are enough of them to fill a GPU, else 64×64. */
+static gemm_tile pick_tile(int M, int N, int batch) {
+    static const gemm_tile big = {128, 128, 8, 8, 8}, small = {64, 64, 16, 4, 4};
+    double tiles = ceil(M / 128.0) * ceil(N / 128.0) * batch;
+    return M >= 128 && N >= 128 && tiles >= 96 ? big : small;
+}
+
+static void mps_gemm(trm_backend *b, int ta, int tb, int M, int N, int K, float alpha, const float *Am, int lda,
+                     int64_t sA, const float *Bm, int ldb, int64_t sB, float beta, float *C, int ldc, int64_t sC,
+                     int batch) {
+    if (M <= 0 || N <= 0 || batch <= 0) return;
+    if (K < 0 || alpha == 0.0f) K = 0; /* C = beta·C, A and B unread (BLAS) */
+    gemm_tile t = pick_tile(M, N, batch);
+    uint32_t spec[9] = {(t.bm / t.tm) * (t.bn / t.tn), 0, t.bm, t.bn, t.bk, t.tm, t.tn, (uint32_t)!!ta, (uint32_t)!!tb};
+    uint32_t gx = (uint32_t)((N + (int)t.bn - 1) / (int)t.bn), gy = (uint32_t)((M + (int)t.bm - 1) / (int)t.bm);
+    if (gx > MAX_GROUPS || gy > MAX_GROUPS) {
+        fprintf(stderr, "trm: mps: a %dx%d GEMM is larger than one dispatch covers\n", M, N);
+        exit(1);
+    }
+    int64_t one = batch > 1;
+    for (int i0 = 0; i0 < batch; i0 += (int)MAX_GROUPS) {
+        int nb = batch - i0 < (int)MAX_GROUPS ? batch - i0 : (int)MAX_GROUPS;
+        gemm_pc pc = {A(Am + i0 * sA * one), A(Bm + i0 * sB * one), A(C + i0 * sC * one),
+                      (uint64_t)(sA * one), (uint64_t)(sB * one), (uint64_t)(sC * one),
+                      (uint32_t)M, (uint32_t)N, (uint32_t)K, (uint32_t)lda, (uint32_t)ldb, (uint32_t)ldc,
+                      alpha, beta};
+        vk_dispatch(&CTX(b)->vk, CTX(b)->kern[K_GEMM], spec, &pc, sizeof pc, gx, gy, (uint32_t)nb);
+    }
+}
+
+/* ---- elementwise (elementwise.comp) ------------------------------------------------------------ */
+
+enum { EW_ADD, EW_AXPY, EW_TRANSPOSE, EW_BIAS_FWD, EW_BIAS_BWD };
+typedef struct {
+    uint64_t y, x1, x2;
+    uint32_t n, rows, cols, ld;
+    float alpha;
+} elem_pc;
+
+static void mps_add(trm_backend *b, float *y, const float *x1, const float *x2, size_t n) {
+    elem_pc pc = {A(y), A(x1), A(x2), u32(n, "add"), 0, 0, 0, 0};
+    run1d(b, K_ELEM, EW_ADD, &pc, sizeof pc, n);
+}
+
+static void mps_axpy(trm_backend *b, float *y, const float *x, float alpha, size_t n) {
+    elem_pc pc = {A(y), A(x), 0, u32(n, "axpy"), 0, 0, 0, alpha};
+    run1d(b, K_ELEM, EW_AXPY, &pc, sizeof pc, n);
+}
+
+static void mps_transpose(trm_backend *b, float *out, const float *in, int batch, int rows, int cols) {
+    if (batch <= 0 || rows <= 0 || cols <= 0) return;
+    size_t mat = (size_t)rows * cols;
+    uint32_t spec[9] = {256, EW_TRANSPOSE};
+    for (int i0 = 0; i0 < batch; i0 += (int)MAX_GROUPS) {
+        int nb = batch - i0 < (int)MAX_GROUPS ? batch - i0 : (int)MAX_GROUPS;
+        elem_pc pc = {A(out + i0 * mat), A(in + i0 * mat), 0, 0, (uint32_t)rows, (uint32_t)cols, 0, 0};
+        u32(mat, "transpose");
+        vk_dispatch(&CTX(b)->vk, CTX(b)->kern[K_ELEM], spec, &pc, sizeof pc, (uint32_t)(cols + 31) / 32,
+                    (uint32_t)(rows + 31) / 32, (uint32_t)nb);
+    }
+}
+
+static void mps_bias_fwd(trm_backend *b, float *y, const float *bias, int rows, int cols, int ld) {
+    if (rows <= 0 || cols <= 0) return;
+    elem_pc pc = {A(y), A(bias), 0, 0, (uint32_t)rows, (uint32_t)cols, (uint32_t)ld, 0};
+    run1d(b, K_ELEM, EW_BIAS_FWD, &pc, sizeof pc, u32((size_t)rows * cols, "bias"));
+}
+
+static void mps_bias_bwd(trm_backend *b, float *dbias, const float *dy, int rows, int cols, int ld) {
+    if (rows <= 0 || cols <= 0) return;
+    elem_pc pc = {A(dbias), A(dy), 0, 0, (uint32_t)rows, (uint32_t)cols, (uint32_t)ld, 0};
+    run_rows(b, K_ELEM, EW_BIAS_BWD, 256, &pc, sizeof pc, (size_t)cols);
+}
+
+/* ---- RMSNorm, SwiGLU, RoPE ------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t out, rstd, a, b;
+    uint32_t rows, dim;
+    float eps;
+} rms_pc;
+
+static uint32_t row_wg(int dim) { return dim >= 512 ? 128 : 64; }
+
+static void mps_rmsnorm_fwd(trm_backend *b, float *y, float *rstd, const float *x, const float *res, int rows,
+                            int dim, float eps) {
+    if (rows <= 0 || dim <= 0) return;
+    u32((size_t)rows * dim, "rmsnorm");
+    rms_pc pc = {A(y), A(rstd), A(x), A(res), (uint32_t)rows, (uint32_t)dim, eps};
+    run_rows(b, K_RMSNORM, 0, row_wg(dim), &pc, sizeof pc, (size_t)rows);
+}
+
+static void mps_rmsnorm_bwd(trm_backend *b, float *dx, const float *dy, const float *y, const float *rstd, int rows,
+                            int dim) {
+    if (rows <= 0 || dim <= 0) return;
+    u32((size_t)rows * dim, "rmsnorm");
+    rms_pc pc = {A(dx), A(rstd), A(dy), A(y), (uint32_t)rows, (uint32_t)dim, 0};
+    run_rows(b, K_RMSNORM, 1, row_wg(dim), &pc, sizeof pc, (size_t)rows);
+}
+
+typedef struct {
+    uint64_t out, gu, dout;
+    uint32_t rows, I;
+} swiglu_pc;
+
+static void mps_swiglu_fwd(trm_backend *b, float *out, const float *gu, int rows, int I) {
+    if (rows <= 0 || I <= 0) return;
+    u32((size_t)rows * 2 * I, "swiglu");
+    swiglu_pc pc = {A(out), A(gu), 0, (uint32_t)rows, (uint32_t)I};
+    run1d(b, K_SWIGLU, 0, &pc, sizeof pc, (size_t)rows * I);
+}
+
+static void mps_swiglu_bwd(trm_backend *b, float *dgu, const float *dout, const float *gu, int rows, int I) {
+    if (rows <= 0 || I <= 0) return;
+    u32((size_t)rows * 2 * I, "swiglu");
+    swiglu_pc pc = {A(dgu), A(gu), A(dout), (uint32_t)rows, (uint32_t)I};
+    run1d(b, K_SWIGLU, 1, &pc, sizeof pc, (size_t)rows * I);
+}
+
+typedef struct {
+    uint64_t qkv, cos, sin;
+    uint32_t B, T, H, hd;
+} rope_pc;
+
+static void rope(trm_backend *b, float *qkv, const float *cs, const float *sn, int B, int T, int H, int hd, int bwd) {
+    size_t n = (size_t)B * T * 2 * H * (hd / 2);
+    if (!n) return;
+    u32((size_t)B * T * 3 * H * hd, "rope");
+    rope_pc pc = {A(qkv), A(cs), A(sn), (uint32_t)B, (uint32_t)T, (uint32_t)H, (uint32_t)hd};
+    run1d(b, K_ROPE, (uint32_t)bwd, &pc, sizeof pc, n);
+}
+static void mps_rope_fwd(trm_backend *b, float *q, const float *c, const float *s, int B, int T, int H, int hd) {
+    rope(b, q, c, s, B, T, H, hd, 0);
+}
+static void mps_rope_bwd(trm_backend *b, float *q, const float *c, const float *s, int B, int T, int H, int hd) {
+    rope(b, q, c, s, B, T, H, hd, 1);
+}
+
+/* ---- attention: one head at a time, strided-batched over the batch (attention.comp) ------------ */
+
+enum { AT_SOFTMAX_LSE, AT_EXP_LSE, AT_ROWDOT, AT_DS };
+typedef struct {
+    uint64_t s, lse, p, o;
+    uint32_t B, T, H, h, hd;
+} att_pc;
+
+static void att_kernel(trm_backend *b, int mode, float *s, const float *lse, const float *p, const float *o, int B,
+                       int T, int H, int h, int hd) {
+    att_pc pc = {A(s), A(lse), A(p), A(o), (uint32_t)B, (uint32_t)T, (uint32_t)H, (uint32_t)h, (uint32_t)hd};
+    if (mode == AT_SOFTMAX_LSE)
+        run_rows(b, K_ATT, AT_SOFTMAX_LSE, T >= 512 ? 128 : 64, &pc, sizeof pc, (size_t)B * T);
+    else if (mode == AT_ROWDOT)
+        run1d(b, K_ATT, AT_ROWDOT, &pc, sizeof pc, (size_t)B * T * H);
+    else
+        run1d(b, K_ATT, (uint32_t)mode, &pc, sizeof pc, (size_t)B * T * T);
+}
+
+static void mps_attention_fwd(trm_backend *b, float *out, float *lse, const float *qkv, int B, int T, int H, int hd) {
+    if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
+    int64_t TT = (int64_t)T * T;
+    u32((size_t)B * TT, "attention scores");
+    float *S = scratch(b, SCR_ATT_S, (size_t)B * TT * sizeof(float));
+    int ld = 3 * H * hd, ldo = H * hd;
+    int64_t sq = (int64_t)T * ld, so = (int64_t)T * ldo;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int h = 0; h < H; h++) {
+        mps_gemm(b, 0, 1, T, T, hd, scale, qkv + h * hd, ld, sq, qkv + (H + h) * hd, ld, sq, 0.0f, S, T, TT, B);
+        att_kernel(b, AT_SOFTMAX_LSE, S, lse, NULL, NULL, B, T, H, h, hd);
+        mps_gemm(b, 0, 0, T, hd, T, 1.0f, S, T, TT, qkv + (2 * H + h) * hd, ld, sq, 0.0f, out + h * hd, ldo, so, B);
+    }
+}
+
+static void mps_attention_bwd(trm_backend *b, float *dqkv, const float *dout, const float *qkv, const float *out,
+                              const float *lse, int B, int T, int H, int hd) {
+    if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
+    int64_t TT = (int64_t)T * T;
+    u32((size_t)B * TT, "attention scores");
+    float *P = scratch(b, SCR_ATT_S, (size_t)B * TT * sizeof(float));
+    float *dP = scratch(b, SCR_ATT_DP, (size_t)B * TT * sizeof(float));
+    float *dr = scratch(b, SCR_ATT_DR, (size_t)B * H * T * sizeof(float));
+    int ld = 3 * H * hd, ldo = H * hd;
+    int64_t sq = (int64_t)T * ld, so = (int64_t)T * ldo;
+    float scale = 1.0f / sqrtf((float)hd);
+    att_kernel(b, AT_ROWDOT, dr, NULL, dout, out, B, T, H, 0, hd);
+    for (int h = 0; h < H; h++) {
+        const float *Q = qkv + h * hd, *K = qkv + (H + h) * hd, *V = qkv + (2 * H + h) * hd, *dO = dout + h * hd;
+        mps_gemm(b, 0, 1, T, T, hd, scale, Q, ld, sq, K, ld, sq, 0.0f, P, T, TT, B);
+        att_kernel(b, AT_EXP_LSE, P, lse, NULL, NULL, B, T, H, h, hd);
+        /* dV = Pᵀ dO ; dP = dO Vᵀ ; dS = P∘(dP − rowsum) ; dQ = dS K·s ; dK = dSᵀ Q·s */
+        mps_gemm(b, 1, 0, T, hd, T, 1.0f, P, T, TT, dO, ldo, so, 0.0f, dqkv + (2 * H + h) * hd, ld, sq, B);
+        mps_gemm(b, 0, 1, T, T, hd, 1.0f, dO, ldo, so, V, ld, sq, 0.0f, dP, T, TT, B);
+        att_kernel(b, AT_DS, dP, dr, P, NULL, B, T, H, h, hd);
+        mps_gemm(b, 0, 0, T, hd, T, scale, dP, T, TT, K, ld, sq, 0.0f, dqkv + h * hd, ld, sq, B);
+        mps_gemm(b, 1, 0, T, hd, T, scale, dP, T, TT, Q, ld, sq, 0.0f, dqkv + (H + h) * hd, ld, sq, B);
+    }
+}
+
+/* ---- embeddings (embed.comp) ------------------------------------------------------------------- */
+
+enum { EM_FWD, EM_TOK_PARTIAL, EM_TOK_REDUCE, EM_POS_BWD, EM_PUZ_BWD };
+#define TOK_CHUNK 256
+typedef struct {
+    uint64_t out, dout, tokens, tok_w, pids, puz_w, pos_w;
+    uint32_t B, S, P, D, ndim, V, chunk_rows, chunks;
+    float scale;
+    uint32_t has_pos;
+} embed_pc;
+
+static embed_pc embed_args(const trm_embed_args *a) {
+    embed_pc pc = {0, 0, A(a->tokens), A(a->tok_w), A(a->puzzle_ids), A(a->puz_w), A(a->pos_w),
+                   (uint32_t)a->B, (uint32_t)a->S, (uint32_t)a->P, (uint32_t)a->D, (uint32_t)(a->ndim > 0 ? a->ndim : 0),
+                   (uint32_t)a->V, TOK_CHUNK, 0, a->scale, a->pos_w != NULL};
+    u32((size_t)a->B * (a->P + a->S) * a->D, "embedding");
+    return pc;
+}
+
+static void mps_embed_fwd(trm_backend *b, float *out, const trm_embed_args *a) {
+    embed_pc pc = embed_args(a);
+    pc.out = A(out);
+    run1d(b, K_EMBED, EM_FWD, &pc, sizeof pc, (size_t)a->B * (a->P + a->S) * a->D);
+}
+
+static void mps_embed_bwd(trm_backend *b, const float *dout, const trm_embed_args *a, float *d_tok_w,
+                          float *d_pos_w, float *d_puz_rows) {
+    embed_pc pc = embed_args(a);
+    pc.dout = A(dout);
+    size_t rows = (size_t)a->B * a->S, D = (size_t)a->D;
+    if (d_tok_w && rows > 0 && a->V > 0) {
+        size_t chunks = (rows + TOK_CHUNK - 1) / TOK_CHUNK;
+        float *work = scratch(b, SCR_EMBED, chunks * a->V * D * sizeof(float));
+        pc.chunks = u32(chunks, "embedding gradient");
+        pc.out = A(work);
+        run1d(b, K_EMBED, EM_TOK_PARTIAL, &pc, sizeof pc, chunks * D);
+        embed_pc r = pc;
+        r.out = A(d_tok_w);
+        r.dout = A(work);
+        run1d(b, K_EMBED, EM_TOK_REDUCE, &r, sizeof r, (size_t)a->V * D);
+    }
+    if (a->pos_w && d_pos_w) {
+        pc.out = A(d_pos_w);
+        run1d(b, K_EMBED, EM_POS_BWD, &pc, sizeof pc, (size_t)(a->P + a->S) * D);
+    }
+    if (a->ndim > 0 && d_puz_rows) {
+        pc.out = A(d_puz_rows);
+        run1d(b, K_EMBED, EM_PUZ_BWD, &pc, sizeof pc, (size_t)a->B * a->ndim);
+    }
+}
+
+/* ---- loss head (loss.comp) --------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t logits, labels, q, q_target, halted, steps, dlogits, dq, preds, stats;
+    uint32_t B, S, V, P, loss_type;
+    float grad_scale;
+} loss_pc;
+
+/* The kernel leaves each sample's eight metric contributions in a device buffer; the host adds
+ * them up in double, in sample order (deterministic), onto the metrics in device memory. */
+static void mps_loss_head(trm_backend *b, const trm_loss_args *a) {
+    if (a->B <= 0 || a->S <= 0 || a->V <= 0 || a->P < 0) return;
+    mps_ctx *c = CTX(b);
+    u32((size_t)a->B * (a->P + a->S) * a->V, "loss head");
+    size_t nstats = (size_t)a->B * TRM_NMETRICS;
+    float *stats = scratch(b, SCR_LOSS, nstats * sizeof(float));
+    loss_pc pc = {A(a->logits), A(a->labels), A(a->q), A(a->q_target), A(a->halted), A(a->steps), A(a->dlogits),
+                  A(a->dq), A(a->preds), A(stats), (uint32_t)a->B, (uint32_t)a->S, (uint32_t)a->V, (uint32_t)a->P,
+                  (uint32_t)a->loss_type, a->grad_scale};
+    run_rows(b, K_LOSS, 0, 128, &pc, sizeof pc, (size_t)a->B);
+    if (c->stats_cap < nstats) {
+        free(c->stats_host);
+        c->stats_host = xmalloc(nstats * sizeof(float));
+        c->stats_cap = nstats;
+    }
+    vk_download(&c->vk, c->stats_host, stats, nstats * sizeof(float));
+    double m[TRM_NMETRICS];
+    vk_download(&c->vk, m, a->metrics, sizeof m);
+    for (int k = 0; k < TRM_NMETRICS; k++) {
+        double s = 0.0;
+        for (int i = 0; i < a->B; i++) s += c->stats_host[(size_t)i * TRM_NMETRICS + k];
+        m[k] += s;
+    }
+    vk_upload(&c->vk, a->metrics, m, sizeof m);
+}
+
+/* ---- ACT (act.comp) ----------------------------------------------------------------------------- */
+
+enum { ACT_RESET_Z, ACT_RESET_ROWS, ACT_UPDATE, ACT_Q_TARGET };
+typedef struct {
+    uint64_t p[8];
+    uint32_t B, T, D, S, training, no_act_continue;
+    float explore_prob;
+    uint32_t pad;
+    uint64_t seed, sample0;
+} act_pc;
+
+static void mps_act_reset(trm_backend *b, int B, int T, int D, int S, const uint8_t *halted, float *zH, float *zL,
+                          const float *H_init, const float *L_init, int32_t *steps, int32_t *ci, int32_t *cl,
+                          int32_t *cp, const int32_t *ni, const int32_t *nl, const int32_t *np) {
+    if (B <= 0) return;
+    size_t n = (size_t)B * T * D;
+    if ((zH || zL) && n) {
+        act_pc pc = {.p = {A(zH), A(zL), A(H_init), A(L_init), A(halted)}, .B = (uint32_t)B, .T = (uint32_t)T,
+                     .D = (uint32_t)D};
+        run1d(b, K_ACT, ACT_RESET_Z, &pc, sizeof pc, u32(n, "carry"));
+    }
+    act_pc pc = {.p = {A(halted), A(steps), A(ci), A(cl), A(cp), A(ni), A(nl), A(np)}, .B = (uint32_t)B,
+                 .S = (uint32_t)(S > 0 ? S : 0)};
+    run1d(b, K_ACT, ACT_RESET_ROWS, &pc, sizeof pc, u32((size_t)B * (S > 0 ? S : 1), "carry"));
+}
+
+static void mps_act_update(trm_backend *b, int B, int32_t *steps, uint8_t *halted, const float *q, int hmax,
+                           int training, int nac, float ep, uint64_t seed, uint64_t sample0, const uint64_t *rng_step) {
+    if (B <= 0) return;
+    act_pc pc = {{A(steps), A(halted), A(q), A(rng_step)}, (uint32_t)B, 0, 0, (uint32_t)hmax, (uint32_t)!!training,
+                 (uint32_t)!!nac, ep, 0, seed, sample0};
+    run1d(b, K_ACT, ACT_UPDATE, &pc, sizeof pc, (size_t)B);
+}
+
+static void mps_q_target(trm_backend *b, int B, float *t, const float *qn, const int32_t *steps, int hmax) {
+    if (B <= 0) return;
+    act_pc pc = {.p = {A(t), A(qn), A(steps)}, .B = (uint32_t)B, .S = (uint32_t)hmax};
+    run1d(b, K_ACT, ACT_Q_TARGET, &pc, sizeof pc, (size_t)B);
+}
+
+/* ---- optimisers (optim.comp) ------------------------------------------------------------------- */
+
+enum { OPT_ADAM, OPT_SIGN_SGD, OPT_EMA };
+typedef struct {
+    uint64_t p, g, m, v;
+    uint32_t n, ndim;
+    float lr, decay, w1, w2, bc1, bc2s;
+} optim_pc;
+
+static void mps_adam_atan2(trm_backend *b, float *p, const float *g, float *m, float *v, size_t n, float lr,
+                           float wd, float beta1, float beta2, int64_t t) {
+    if (!n) return;
+    optim_pc pc = {A(p), A(g), A(m), A(v), u32(n, "adam"), 0, lr, (float)(1.0 - (double)lr * wd), 1.0f - beta1,
+                   1.0f - beta2, (float)(1.0 - pow((double)beta1, (double)t)),
+                   (float)sqrt(1.0 - pow((double)beta2, (double)t))};
+    run1d(b, K_OPTIM, OPT_ADAM, &pc, sizeof pc, n);
+}
+
+static void mps_sign_sgd(trm_backend *b, float *w, int ndim, const int32_t *ids, const float *g, int n, float lr,
+                         float wd) {
+    if (n <= 0 || ndim <= 0) return;
+    optim_pc pc = {.p = A(w), .g = A(g), .m = A(ids), .n = (uint32_t)n, .ndim = (uint32_t)ndim, .lr = lr,
+                   .decay = (float)(1.0 - (double)lr * wd)};
+    run_rows(b, K_OPTIM, OPT_SIGN_SGD, 128, &pc, sizeof pc, (size_t)n);
+}
+
+static void mps_ema(trm_backend *b, float *shadow, const float *p, size_t n, float rate) {
+    if (!n) return;
+    optim_pc pc = {.p = A(shadow), .g = A(p), .n = u32(n, "ema"), .w1 = (float)(1.0 - (double)rate), .w2 = rate};
+    run1d(b, K_OPTIM, OPT_EMA, &pc, sizeof pc, n);
+}
+
+/* ---- probe, creation, destruction --------------------------------------------------------------- */
+
+static const char *type_name(VkPhysicalDeviceType t) {
+    switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "CPU device";
+    default: return "other device";
+    }
+}
+
+/* Lists the Vulkan devices into desc; returns how many there are if any is usable, else 0.
+ * *gpus gets the number of usable devices that are not CPU devices. */
+static int probe(char *desc, size_t len, int *gpus) {
+    vk_ctx c;
+    memset(&c, 0, sizeof c);
+    trm_err e;
+    *gpus = 0;
+    if (desc && len) desc[0] = 0;
+    if (vk_load(&c.f, &e) || vk_instance_create(&c, &e)) {
+        if (desc && len) snprintf(desc, len, "%s", e.msg);
+        vk_ctx_destroy(&c);
+        return 0;
+    }
+    vk_device_info *d = NULL;
+    int n = vk_list_devices(&c, &d, &e), usable = 0;
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        usable += d[i].usable;
+        *gpus += d[i].usable && d[i].props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
+        if (!desc || off >= len) continue;
+        off += (size_t)snprintf(desc + off, len - off, "%smps:%d %s (%s, Vulkan %u.%u, %.1f GiB%s%s)", i ? "; " : "", i,
+                                d[i].props.deviceName, type_name(d[i].props.deviceType),
+                                VK_VERSION_MAJOR(d[i].props.apiVersion), VK_VERSION_MINOR(d[i].props.apiVersion),
+                                d[i].mem_gib, d[i].usable ? "" : "; unusable: ", d[i].usable ? "" : d[i].why);
+    }
+    if (n == 0 && desc && len) snprintf(desc, len, "no Vulkan device found (is a Vulkan driver installed?)");
+    if (n < 0 && desc && len) snprintf(desc, len, "%s", e.msg);
+    free(d);
+    vk_ctx_destroy(&c);
+    return usable > 0 ? n : 0;
+}
+
+int trm_mps_probe(char *desc, size_t desc_len) {
+    int gpus;
+    return probe(desc, desc_len, &gpus);
+}
+
+/* device=auto takes mps only for a GPU: lavapipe-class CPU devices are far slower than cpu. */
+int trm_mps_probe_auto(char *desc, size_t desc_len) {
+    int gpus;
+    probe(desc, desc_len, &gpus);
+    return gpus;
+}
+
+static void mps_destroy(trm_backend *b) {
+    mps_ctx *c = CTX(b);
+    vk_ctx_destroy(&c->vk);
+    free(c->stats_host);
+    free(c);
+    free(b);
+}
+
+trm_backend *trm_mps_backend_create(int index, trm_err *e) {
+    mps_ctx *c = xcalloc(1, sizeof *c);
+    if (vk_load(&c->vk.f, e) || vk_instance_create(&c->vk, e) || vk_device_open(&c->vk, index, e)) {
+        char msg[sizeof e->msg], at[24] = "";
+        snprintf(msg, sizeof msg, "%s", e->msg);
+        if (index >= 0) snprintf(at, sizeof at, ":%d", index);
+        trm_errf(e, "device=mps%s: %s", at, msg);
+        vk_ctx_destroy(&c->vk);
+        free(c);
+        return NULL;
+    }
+    for (int k = 0; k < K_COUNT; k++)
+        if ((c->kern[k] = vk_kernel_index(kernel_names[k])) < 0) {
+            trm_errf(e, "device=mps: kernel %s is not in this binary (build error)", kernel_names[k]);
+            vk_ctx_destroy(&c->vk);
+            free(c);
+            return NULL;
+        }
+    trm_backend *b = xcalloc(1, sizeof *b);
+    b->name = "mps";
+    b->caps = (trm_caps)TRM_CAPS_MPS;
+    b->caps.unified_memory = c->vk.unified;
+    b->max_alloc = c->vk.max_alloc;
+    b->ctx = c;
+    b->destroy = mps_destroy;
+    b->alloc = mps_alloc;
+    b->free = mps_free;
+    b->to_device = mps_to_device;
+    b->to_host = mps_to_host;
+    b->copy = mps_copy;
+    b->zero = mps_zero;
+    b->sync = mps_sync;
+    b->gemm = mps_gemm;
+    b->add = mps_add;
+    b->axpy = mps_axpy;
+    b->transpose = mps_transpose;
+    b->rmsnorm_fwd = mps_rmsnorm_fwd;
+    b->rmsnorm_bwd = mps_rmsnorm_bwd;
+    b->swiglu_fwd = mps_swiglu_fwd;
+    b->swiglu_bwd = mps_swiglu_bwd;
+    b->rope_fwd = mps_rope_fwd;
+    b->rope_bwd = mps_rope_bwd;
+    b->attention_fwd = mps_attention_fwd;
+    b->attention_bwd = mps_attention_bwd;
+    b->bias_fwd = mps_bias_fwd;
+    b->bias_bwd = mps_bias_bwd;
+    b->embed_fwd = mps_embed_fwd;
+    b->embed_bwd = mps_embed_bwd;
+    b->loss_head = mps_loss_head;
+    b->act_reset = mps_act_reset;
+    b->act_update = mps_act_update;
+    b->q_target = mps_q_target;
+    b->adam_atan2 = mps_adam_atan2;
+    b->sign_sgd_sparse = mps_sign_sgd;
+    b->ema = mps_ema;
+    b->mem_info = mps_mem_info;
+    return b;
+}

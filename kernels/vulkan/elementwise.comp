@@ -1,0 +1,66 @@
+#version 460
+// elementwise.comp — the plain elementwise ops of backend.h: add, axpy, batched transpose,
+// bias and its gradient (specialization constant MODE picks one). Counterpart of
+// kernels/cuda/elementwise.cu.
+#include "common.glsl"
+#include "reduce.glsl"
+
+layout(constant_id = 1) const uint MODE = 0;
+const uint ADD = 0, AXPY = 1, TRANSPOSE = 2, BIAS_FWD = 3, BIAS_BWD = 4;
+
+layout(push_constant) uniform pc_t {
+    uvec2 y;    // add, axpy, bias_fwd: y; transpose: out; bias_bwd: dbias
+    uvec2 x1;   // add: x1; axpy: x; transpose: in; bias_fwd: bias; bias_bwd: dy
+    uvec2 x2;   // add: x2
+    uint n;     // add, axpy: elements
+    uint rows, cols, ld;
+    float alpha;
+} pc;
+
+// 32×32 tiles through shared memory (one column of padding against bank conflicts); the
+// workgroup is 256 invocations seen as 32×8.
+shared float tile[32 * 33];
+
+void transpose_tile() {
+    uint mat = pc.rows * pc.cols;
+    f32_ref src = f32_ref(ptr_add_strided(pc.x1, gl_WorkGroupID.z, uvec2(mat, 0u)));
+    f32_ref dst = f32_ref(ptr_add_strided(pc.y, gl_WorkGroupID.z, uvec2(mat, 0u)));
+    uint tx = gl_LocalInvocationID.x % 32u, ty = gl_LocalInvocationID.x / 32u;
+    uint c0 = gl_WorkGroupID.x * 32u, r0 = gl_WorkGroupID.y * 32u;
+    for (uint k = ty; k < 32u; k += 8u) {
+        uint r = r0 + k, c = c0 + tx;
+        if (r < pc.rows && c < pc.cols) tile[k * 33u + tx] = src.v[r * pc.cols + c];
+    }
+    barrier();
+    for (uint k = ty; k < 32u; k += 8u) {
+        uint c = c0 + k, r = r0 + tx;
+        if (r < pc.rows && c < pc.cols) dst.v[c * pc.rows + r] = tile[tx * 33u + k];
+    }
+}
+
+void main() {
+    if (MODE == ADD) {
+        f32_ref y = f32_ref(pc.y), a = f32_ref(pc.x1), b = f32_ref(pc.x2);
+        FOR_EACH(i, pc.n) y.v[i] = a.v[i] + b.v[i];
+    } else if (MODE == AXPY) {
+        f32_ref y = f32_ref(pc.y), x = f32_ref(pc.x1);
+        FOR_EACH(i, pc.n) y.v[i] += pc.alpha * x.v[i];
+    } else if (MODE == TRANSPOSE) {
+        transpose_tile();
+    } else if (MODE == BIAS_FWD) {
+        f32_ref y = f32_ref(pc.y), bias = f32_ref(pc.x1);
+        FOR_EACH(i, pc.rows * pc.cols) {
+            uint r = i / pc.cols, c = i % pc.cols;
+            y.v[r * pc.ld + c] += bias.v[c];
+        }
+    } else if (MODE == BIAS_BWD) {
+        // one workgroup per column: its rows summed in a fixed order
+        f32_ref db = f32_ref(pc.y), dy = f32_ref(pc.x1);
+        FOR_EACH_ROW(c, pc.cols) {
+            float s = 0.0;
+            for (uint r = gl_LocalInvocationID.x; r < pc.rows; r += WG) s += dy.v[r * pc.ld + c];
+            s = wg_sum(s);
+            if (gl_LocalInvocationID.x == 0u) db.v[c] += s;
+        }
+    }
+}

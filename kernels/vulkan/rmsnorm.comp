@@ -1,0 +1,48 @@
+#version 460
+// rmsnorm.comp — RMSNorm with the residual add fused in (y = rms(x + res), rstd saved) and its
+// backward dx = rstd·(dy − y·mean(dy·y)). One workgroup per row; the row is re-read rather
+// than held, so any width works (D for the channel norm, T for the mlp_t token norm).
+// Counterpart of kernels/cuda/rmsnorm.cu.
+#include "common.glsl"
+#include "reduce.glsl"
+
+layout(constant_id = 1) const uint MODE = 0;
+const uint FWD = 0, BWD = 1;
+
+layout(push_constant) uniform pc_t {
+    uvec2 out_;  // fwd: y; bwd: dx
+    uvec2 rstd;  // fwd: written (may be null); bwd: read
+    uvec2 a;     // fwd: x; bwd: dy
+    uvec2 b;     // fwd: res (may be null); bwd: y
+    uint rows, dim;
+    float eps;
+} pc;
+
+void main() {
+    f32_ref o = f32_ref(pc.out_), a = f32_ref(pc.a), b = f32_ref(pc.b), rs = f32_ref(pc.rstd);
+    bool has_b = !is_null(pc.b);
+    uint t = gl_LocalInvocationID.x;
+    FOR_EACH_ROW(r, pc.rows) {
+        uint base = r * pc.dim;
+        if (MODE == FWD) {
+            float ss = 0.0;
+            for (uint d = t; d < pc.dim; d += WG) {
+                float v = has_b ? a.v[base + d] + b.v[base + d] : a.v[base + d];
+                ss += v * v;
+            }
+            ss = wg_sum(ss);
+            float s = 1.0 / sqrt(ss / float(pc.dim) + pc.eps);
+            for (uint d = t; d < pc.dim; d += WG) {
+                float v = has_b ? a.v[base + d] + b.v[base + d] : a.v[base + d];
+                o.v[base + d] = v * s;
+            }
+            if (t == 0u && !is_null(pc.rstd)) rs.v[r] = s;
+        } else {
+            float dot = 0.0;
+            for (uint d = t; d < pc.dim; d += WG) dot += a.v[base + d] * b.v[base + d];
+            dot = wg_sum(dot);
+            float mean = dot / float(pc.dim), s = rs.v[r];
+            for (uint d = t; d < pc.dim; d += WG) o.v[base + d] = s * (a.v[base + d] - b.v[base + d] * mean);
+        }
+    }
+}
