@@ -267,6 +267,9 @@ static void gemm_all(pair *p, double tol) {
     gemm_check(p, gc(0, 1, 16, 2, 512, 96 * 512, 1, 0, 1.0f, 0.0f), &r, tol);
     gemm_check(p, gc(0, 1, 97, 97, 64, 3 * 4 * 64 - 64, 8, 64, 0.125f, 0.0f), &r, tol);
     gemm_check(p, gc(1, 0, 512, 1536, 2 * 97, 0, 1, 0, 1.0f, 1.0f), &r, tol);
+    /* weight gradients of a large batch: few output tiles, K = every row (split along K on mps) */
+    gemm_check(p, gc(1, 0, 40, 33, 5000, 1, 1, 0, 1.0f, 1.0f), &r, tol);
+    gemm_check(p, gc(1, 0, 40, 33, 3001, 2, 3, 5, 0.5f, 0.0f), &r, tol);
 }
 
 START_TEST(test_gemm_fp32) {

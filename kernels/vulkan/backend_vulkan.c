@@ -20,7 +20,7 @@ enum { K_GEMM, K_ELEM, K_RMSNORM, K_SWIGLU, K_ROPE, K_ATT, K_EMBED, K_LOSS, K_AC
 static const char *const kernel_names[K_COUNT] = {"gemm",  "elementwise", "rmsnorm", "swiglu", "rope",
                                                   "attention", "embed", "loss", "act", "optim"};
 
-enum { SCR_ATT_S, SCR_ATT_DP, SCR_ATT_DR, SCR_EMBED, SCR_LOSS, SCR_COUNT };
+enum { SCR_ATT_S, SCR_ATT_DP, SCR_ATT_DR, SCR_EMBED, SCR_LOSS, SCR_SPLITK, SCR_COUNT };
 
 typedef struct {
     vk_ctx vk;
@@ -61,7 +61,7 @@ static void *scratch(trm_backend *b, int which, size_t bytes) {
 /* A grid-stride kernel over n items. */
 static void run1d(trm_backend *b, int k, uint32_t mode, const void *pc, uint32_t pcb, size_t n) {
     if (!n) return;
-    uint32_t spec[9] = {WG, mode};
+    uint32_t spec[VK_SPEC] = {WG, mode};
     size_t g = (n + WG - 1) / WG;
     vk_dispatch(&CTX(b)->vk, CTX(b)->kern[k], spec, pc, pcb, g > MAX_GROUPS ? MAX_GROUPS : (uint32_t)g, 1, 1);
 }
@@ -69,7 +69,7 @@ static void run1d(trm_backend *b, int k, uint32_t mode, const void *pc, uint32_t
 /* One workgroup of `wg` invocations per row. */
 static void run_rows(trm_backend *b, int k, uint32_t mode, uint32_t wg, const void *pc, uint32_t pcb, size_t rows) {
     if (!rows) return;
-    uint32_t spec[9] = {wg, mode};
+    uint32_t spec[VK_SPEC] = {wg, mode};
     vk_dispatch(&CTX(b)->vk, CTX(b)->kern[k], spec, pc, pcb, rows > MAX_GROUPS ? MAX_GROUPS : (uint32_t)rows, 1, 1);
 }
 
@@ -84,74 +84,109 @@ static void mps_zero(trm_backend *b, void *p, size_t n) { vk_fill_zero(&CTX(b)->
 static void mps_sync(trm_backend *b) { vk_finish(&CTX(b)->vk); }
 static void mps_mem_info(trm_backend *b, size_t *f, size_t *t) { vk_mem_info(&CTX(b)->vk, f, t); }
 
+enum { EW_ADD, EW_AXPY, EW_TRANSPOSE, EW_BIAS_FWD, EW_BIAS_BWD, EW_SPLITK_SUM };
+typedef struct {
+    uint64_t y, x1, x2;
+    uint32_t n, rows, cols, ld;
+    float alpha, beta;
+    uint32_t ksplit, pad;
+    uint64_t sc;
+} elem_pc;
+
 /* ---- GEMM (gemm.comp) -------------------------------------------------------------------------- */
 
 typedef struct {
     uint64_t a, b, c, sa, sb, sc;
     uint32_t M, N, K, lda, ldb, ldc;
     float alpha, beta;
+    uint32_t kchunk, ksplit;
 } gemm_pc;
 
-typedef struct {
-    uint32_t bm, bn, bk, tm, tn;
-} gemm_tile;
+/* One tile shape for every GEMM: 64×64 tiles, 16 steps of K, 4×4 outputs per invocation (256
+ * invocations). Measured on an H100 through NVIDIA's Vulkan driver (bench/bench_gemm.c,
+ * bench/README.md) it is the fastest of the shapes tried on every TRM product (26–32 TFLOP/s on
+ * the large ones); 128×128 tiles with 8×8 per invocation ran at 2 TFLOP/s there (the per-invocation
+ * accumulators do not stay in registers), and mixed shapes were slow on some products. */
+enum { TILE_M = 64, TILE_N = 64, TILE_K = 16, THREAD_M = 4, THREAD_N = 4 };
 
-/* 128×128 tiles (8×8 per invocation) when there are enough of them to fill a GPU, else 64×64. */
-static gemm_tile pick_tile(int M, int N, int batch) {
-    static const gemm_tile big = {128, 128, 8, 8, 8}, small = {64, 64, 16, 4, 4};
-    double tiles = ceil(M / 128.0) * ceil(N / 128.0) * batch;
-    return M >= 128 && N >= 128 && tiles >= 96 ? big : small;
+/* An operand is read as vec4 when each of its rows starts 16-byte aligned in every matrix. */
+static uint32_t vec4_ok(const float *p, int ld, int64_t stride, int batch) {
+    return ((uintptr_t)p % 16 == 0) && ld % 4 == 0 && (batch <= 1 || stride % 4 == 0);
 }
+
+/* Workgroups a GEMM should have to fill a GPU; fewer output tiles than half this with a long K
+ * (a weight gradient sums over every row of the batch) split K into partial products. */
+#define GEMM_TARGET_GROUPS 512
+#define SPLITK_MIN_K 256
+#define SPLITK_MAX 64
 
 static void mps_gemm(trm_backend *b, int ta, int tb, int M, int N, int K, float alpha, const float *Am, int lda,
                      int64_t sA, const float *Bm, int ldb, int64_t sB, float beta, float *C, int ldc, int64_t sC,
                      int batch) {
     if (M <= 0 || N <= 0 || batch <= 0) return;
     if (K < 0 || alpha == 0.0f) K = 0; /* C = beta·C, A and B unread (BLAS) */
-    gemm_tile t = pick_tile(M, N, batch);
-    uint32_t spec[9] = {(t.bm / t.tm) * (t.bn / t.tn), 0, t.bm, t.bn, t.bk, t.tm, t.tn, (uint32_t)!!ta, (uint32_t)!!tb};
-    uint32_t gx = (uint32_t)((N + (int)t.bn - 1) / (int)t.bn), gy = (uint32_t)((M + (int)t.bm - 1) / (int)t.bm);
+    uint32_t spec[VK_SPEC] = {(TILE_M / THREAD_M) * (TILE_N / THREAD_N), 0, TILE_M, TILE_N, TILE_K, THREAD_M, THREAD_N,
+                              (uint32_t)!!ta, (uint32_t)!!tb, vec4_ok(Am, lda, sA, batch), vec4_ok(Bm, ldb, sB, batch)};
+    uint32_t gx = (uint32_t)((N + TILE_N - 1) / TILE_N), gy = (uint32_t)((M + TILE_M - 1) / TILE_M);
     if (gx > MAX_GROUPS || gy > MAX_GROUPS) {
         fprintf(stderr, "trm: mps: a %dx%d GEMM is larger than one dispatch covers\n", M, N);
         exit(1);
     }
+    size_t tiles = (size_t)gx * gy * batch, splits = 1, kchunk = (size_t)(K > 0 ? K : 1);
+    if (tiles < GEMM_TARGET_GROUPS / 2 && K >= 2 * SPLITK_MIN_K) {
+        splits = (GEMM_TARGET_GROUPS + tiles - 1) / tiles;
+        if (splits > (size_t)K / SPLITK_MIN_K) splits = (size_t)K / SPLITK_MIN_K;
+        if (splits > SPLITK_MAX) splits = SPLITK_MAX;
+        kchunk = ((size_t)K + splits - 1) / splits;
+        kchunk = (kchunk + TILE_K - 1) / TILE_K * TILE_K;
+        splits = ((size_t)K + kchunk - 1) / kchunk;
+    }
+    mps_ctx *c = CTX(b);
+    int kern = c->kern[K_GEMM];
     int64_t one = batch > 1;
-    for (int i0 = 0; i0 < batch; i0 += (int)MAX_GROUPS) {
-        int nb = batch - i0 < (int)MAX_GROUPS ? batch - i0 : (int)MAX_GROUPS;
+    size_t mn = (size_t)M * N, per = MAX_GROUPS / splits;
+    for (int i0 = 0; i0 < batch; i0 += (int)per) {
+        int nb = batch - i0 < (int)per ? batch - i0 : (int)per;
         gemm_pc pc = {A(Am + i0 * sA * one), A(Bm + i0 * sB * one), A(C + i0 * sC * one),
                       (uint64_t)(sA * one), (uint64_t)(sB * one), (uint64_t)(sC * one),
                       (uint32_t)M, (uint32_t)N, (uint32_t)K, (uint32_t)lda, (uint32_t)ldb, (uint32_t)ldc,
-                      alpha, beta};
-        vk_dispatch(&CTX(b)->vk, CTX(b)->kern[K_GEMM], spec, &pc, sizeof pc, gx, gy, (uint32_t)nb);
+                      alpha, beta, (uint32_t)kchunk, (uint32_t)splits};
+        if (splits == 1) {
+            vk_dispatch(&c->vk, kern, spec, &pc, sizeof pc, gx, gy, (uint32_t)nb);
+            continue;
+        }
+        /* partial products of each K chunk, then their sum in chunk order (deterministic) */
+        size_t n = u32((size_t)nb * splits * mn, "split-K GEMM");
+        float *work = scratch(b, SCR_SPLITK, n * sizeof(float));
+        pc.c = A(work), pc.ldc = (uint32_t)N, pc.sc = mn, pc.alpha = 1.0f, pc.beta = 0.0f;
+        vk_dispatch(&c->vk, kern, spec, &pc, sizeof pc, gx, gy, (uint32_t)(nb * splits));
+        elem_pc sum = {.y = A(C + i0 * sC * one), .x1 = A(work), .n = (uint32_t)(nb * mn), .rows = (uint32_t)M,
+                       .cols = (uint32_t)N, .ld = (uint32_t)ldc, .alpha = alpha, .beta = beta,
+                       .ksplit = (uint32_t)splits, .sc = (uint64_t)(sC * one)};
+        run1d(b, K_ELEM, EW_SPLITK_SUM, &sum, sizeof sum, (size_t)nb * mn);
     }
 }
 
 /* ---- elementwise (elementwise.comp) ------------------------------------------------------------ */
 
-enum { EW_ADD, EW_AXPY, EW_TRANSPOSE, EW_BIAS_FWD, EW_BIAS_BWD };
-typedef struct {
-    uint64_t y, x1, x2;
-    uint32_t n, rows, cols, ld;
-    float alpha;
-} elem_pc;
 
 static void mps_add(trm_backend *b, float *y, const float *x1, const float *x2, size_t n) {
-    elem_pc pc = {A(y), A(x1), A(x2), u32(n, "add"), 0, 0, 0, 0};
+    elem_pc pc = {.y = A(y), .x1 = A(x1), .x2 = A(x2), .n = u32(n, "add")};
     run1d(b, K_ELEM, EW_ADD, &pc, sizeof pc, n);
 }
 
 static void mps_axpy(trm_backend *b, float *y, const float *x, float alpha, size_t n) {
-    elem_pc pc = {A(y), A(x), 0, u32(n, "axpy"), 0, 0, 0, alpha};
+    elem_pc pc = {.y = A(y), .x1 = A(x), .n = u32(n, "axpy"), .alpha = alpha};
     run1d(b, K_ELEM, EW_AXPY, &pc, sizeof pc, n);
 }
 
 static void mps_transpose(trm_backend *b, float *out, const float *in, int batch, int rows, int cols) {
     if (batch <= 0 || rows <= 0 || cols <= 0) return;
     size_t mat = (size_t)rows * cols;
-    uint32_t spec[9] = {256, EW_TRANSPOSE};
+    uint32_t spec[VK_SPEC] = {256, EW_TRANSPOSE};
     for (int i0 = 0; i0 < batch; i0 += (int)MAX_GROUPS) {
         int nb = batch - i0 < (int)MAX_GROUPS ? batch - i0 : (int)MAX_GROUPS;
-        elem_pc pc = {A(out + i0 * mat), A(in + i0 * mat), 0, 0, (uint32_t)rows, (uint32_t)cols, 0, 0};
+        elem_pc pc = {.y = A(out + i0 * mat), .x1 = A(in + i0 * mat), .rows = (uint32_t)rows, .cols = (uint32_t)cols};
         u32(mat, "transpose");
         vk_dispatch(&CTX(b)->vk, CTX(b)->kern[K_ELEM], spec, &pc, sizeof pc, (uint32_t)(cols + 31) / 32,
                     (uint32_t)(rows + 31) / 32, (uint32_t)nb);
@@ -160,13 +195,13 @@ static void mps_transpose(trm_backend *b, float *out, const float *in, int batch
 
 static void mps_bias_fwd(trm_backend *b, float *y, const float *bias, int rows, int cols, int ld) {
     if (rows <= 0 || cols <= 0) return;
-    elem_pc pc = {A(y), A(bias), 0, 0, (uint32_t)rows, (uint32_t)cols, (uint32_t)ld, 0};
+    elem_pc pc = {.y = A(y), .x1 = A(bias), .rows = (uint32_t)rows, .cols = (uint32_t)cols, .ld = (uint32_t)ld};
     run1d(b, K_ELEM, EW_BIAS_FWD, &pc, sizeof pc, u32((size_t)rows * cols, "bias"));
 }
 
 static void mps_bias_bwd(trm_backend *b, float *dbias, const float *dy, int rows, int cols, int ld) {
     if (rows <= 0 || cols <= 0) return;
-    elem_pc pc = {A(dbias), A(dy), 0, 0, (uint32_t)rows, (uint32_t)cols, (uint32_t)ld, 0};
+    elem_pc pc = {.y = A(dbias), .x1 = A(dy), .rows = (uint32_t)rows, .cols = (uint32_t)cols, .ld = (uint32_t)ld};
     run_rows(b, K_ELEM, EW_BIAS_BWD, 256, &pc, sizeof pc, (size_t)cols);
 }
 
@@ -369,9 +404,11 @@ static void mps_loss_head(trm_backend *b, const trm_loss_args *a) {
         c->stats_host = xmalloc(nstats * sizeof(float));
         c->stats_cap = nstats;
     }
-    vk_download(&c->vk, c->stats_host, stats, nstats * sizeof(float));
     double m[TRM_NMETRICS];
-    vk_download(&c->vk, m, a->metrics, sizeof m);
+    void *dst[2] = {c->stats_host, m};
+    const void *src[2] = {stats, a->metrics};
+    size_t bytes[2] = {nstats * sizeof(float), sizeof m};
+    vk_download_many(&c->vk, 2, dst, src, bytes);
     for (int k = 0; k < TRM_NMETRICS; k++) {
         double s = 0.0;
         for (int i = 0; i < a->B; i++) s += c->stats_host[(size_t)i * TRM_NMETRICS + k];

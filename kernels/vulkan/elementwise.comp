@@ -1,20 +1,24 @@
 #version 460
 // elementwise.comp — the plain elementwise ops of backend.h: add, axpy, batched transpose,
-// bias and its gradient (specialization constant MODE picks one). Counterpart of
-// kernels/cuda/elementwise.cu.
+// bias and its gradient, and the sum of a split-K GEMM's partial products (specialization
+// constant MODE picks one). Counterpart of kernels/cuda/elementwise.cu.
 #include "common.glsl"
 #include "reduce.glsl"
 
 layout(constant_id = 1) const uint MODE = 0;
-const uint ADD = 0, AXPY = 1, TRANSPOSE = 2, BIAS_FWD = 3, BIAS_BWD = 4;
+const uint ADD = 0, AXPY = 1, TRANSPOSE = 2, BIAS_FWD = 3, BIAS_BWD = 4, SPLITK_SUM = 5;
 
 layout(push_constant) uniform pc_t {
     uvec2 y;    // add, axpy, bias_fwd: y; transpose: out; bias_bwd: dbias
     uvec2 x1;   // add: x1; axpy: x; transpose: in; bias_fwd: bias; bias_bwd: dy
     uvec2 x2;   // add: x2
-    uint n;     // add, axpy: elements
+    uint n;     // add, axpy, splitk_sum: elements
     uint rows, cols, ld;
     float alpha;
+    float beta; // splitk_sum: C = alpha·Σ partials + beta·C (C unread when beta = 0)
+    uint ksplit;
+    uint pad_;
+    uvec2 sc;   // splitk_sum: element stride between the batch's C matrices
 } pc;
 
 // 32×32 tiles through shared memory (one column of padding against bank conflicts); the
@@ -52,6 +56,20 @@ void main() {
         FOR_EACH(i, pc.rows * pc.cols) {
             uint r = i / pc.cols, c = i % pc.cols;
             y.v[r * pc.ld + c] += bias.v[c];
+        }
+    } else if (MODE == SPLITK_SUM) {
+        // y: C (rows × cols, row stride ld, batch stride sc); x1: the partials, (batch·ksplit) × rows × cols
+        f32_ref w = f32_ref(pc.x1);
+        uint mn = pc.rows * pc.cols;
+        FOR_EACH(i, pc.n) {
+            uint b = i / mn, r = i % mn;
+            float s = 0.0;
+            for (uint k = 0u; k < pc.ksplit; k++) s += w.v[(b * pc.ksplit + k) * mn + r];
+            f32_ref C = f32_ref(ptr_add_strided(pc.y, b, pc.sc));
+            uint idx = (r / pc.cols) * pc.ld + r % pc.cols;
+            float v = pc.alpha * s;
+            if (pc.beta != 0.0) v += pc.beta * C.v[idx];
+            C.v[idx] = v;
         }
     } else if (MODE == BIAS_BWD) {
         // one workgroup per column: its rows summed in a fixed order

@@ -58,6 +58,7 @@ typedef struct {
 enum { VK_MEM_DEVICE, VK_MEM_UPLOAD, VK_MEM_READBACK };
 
 #define VK_BATCHES 8
+#define VK_SPEC 11 /* specialization constants 0..10 (0: workgroup size, 1: mode, 2..: per kernel) */
 typedef struct {
     VkCommandBuffer cmd;
     VkFence fence;
@@ -66,7 +67,7 @@ typedef struct {
 
 typedef struct {
     int kernel;
-    uint32_t spec[9];
+    uint32_t spec[VK_SPEC];
     VkPipeline pipe;
 } vk_pipe;
 
@@ -95,7 +96,9 @@ typedef struct vk_ctx {
     int cur;             /* batch being recorded, -1 if none */
     int next;            /* next batch slot to record into */
     int ops;             /* commands recorded into the current batch */
+    int flush_at;        /* ops at which the current batch is submitted */
     VkPipeline bound;
+    VkPipelineStageFlags last_stage; /* of the last command recorded in the current batch */
     int sync_each;       /* TRM_VULKAN_SYNC=1: wait after every command (debugging) */
     /* staging */
     vk_mem up, down, zeros;
@@ -136,6 +139,7 @@ void vk_free(vk_ctx *c, void *p);
 const vk_mem *vk_find(vk_ctx *c, const void *p, size_t bytes, const char *what);
 void vk_upload(vk_ctx *c, void *dst, const void *src, size_t bytes);
 void vk_download(vk_ctx *c, void *dst, const void *src, size_t bytes); /* waits */
+void vk_download_many(vk_ctx *c, int n, void *const *dst, const void *const *src, const size_t *bytes);
 void vk_copy(vk_ctx *c, void *dst, const void *src, size_t bytes);
 void vk_fill_zero(vk_ctx *c, void *p, size_t bytes);
 void vk_mem_info(vk_ctx *c, size_t *free_b, size_t *total_b);
@@ -143,8 +147,8 @@ void vk_mem_info(vk_ctx *c, size_t *free_b, size_t *total_b);
 void vk_oom_exit(vk_ctx *c, size_t requested);
 
 /* ---- the command stream ---- */
-/* Records one dispatch of `kernel` specialised by spec[0..8] (0: workgroup size, 1: mode, ...). */
-void vk_dispatch(vk_ctx *c, int kernel, const uint32_t spec[9], const void *pc, uint32_t pc_bytes,
+/* Records one dispatch of `kernel` specialised by spec[0..VK_SPEC-1]. */
+void vk_dispatch(vk_ctx *c, int kernel, const uint32_t spec[VK_SPEC], const void *pc, uint32_t pc_bytes,
                  uint32_t gx, uint32_t gy, uint32_t gz);
 void vk_submit(vk_ctx *c);  /* hands the recorded commands to the queue */
 void vk_finish(vk_ctx *c);  /* submits and waits until the device is idle */

@@ -11,8 +11,10 @@
 #include "vk.h"
 
 /* Commands recorded before a batch is handed to the queue: the device starts on the first
- * commands of a step while the host still records the rest. */
+ * commands of a step while the host still records the rest. After the device went idle (a
+ * read-back) the first batches are short, so it restarts sooner: 4, 8, 16, 32, then 48. */
 #define FLUSH_OPS 48
+#define FLUSH_FIRST 4
 #define UPLOAD_BYTES ((size_t)32 << 20)
 #define READBACK_BYTES ((size_t)32 << 20)
 #define ZEROS_BYTES 256
@@ -345,6 +347,7 @@ static int stream_setup(vk_ctx *c, trm_err *e) {
             return trm_errf(e, "could not create Vulkan command buffers");
     }
     c->cur = -1;
+    c->flush_at = FLUSH_FIRST;
     VkPushConstantRange range = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = 128};
     VkPipelineLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
                                      .pushConstantRangeCount = 1, .pPushConstantRanges = &range};
@@ -490,23 +493,31 @@ static VkCommandBuffer rec(vk_ctx *c) {
 
 /* Every command waits for the writes of everything before it (the op-by-op semantics of the
  * backend table, as one CUDA stream): one global memory barrier, since kernels address memory
- * directly and no buffer-level dependency could be tracked. */
-static VkCommandBuffer begin_command(vk_ctx *c) {
+ * directly and no buffer-level dependency could be tracked. Its scopes are only the stages of
+ * the previous command and of this one (a dispatch after a dispatch waits on compute alone):
+ * the commands before the previous one are ordered by the barriers already recorded. The first
+ * command of a batch waits on both stages, for it follows the previous batch's last command. */
+static VkCommandBuffer begin_command(vk_ctx *c, VkPipelineStageFlags stage) {
     VkCommandBuffer cb = rec(c);
-    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                                           VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
-    VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-    c->f.vkCmdPipelineBarrier(cb, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
+    VkPipelineStageFlags src = c->ops ? c->last_stage : VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    VkAccessFlags wr = 0, rd = 0;
+    if (src & VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT) wr |= VK_ACCESS_SHADER_WRITE_BIT;
+    if (src & VK_PIPELINE_STAGE_TRANSFER_BIT) wr |= VK_ACCESS_TRANSFER_WRITE_BIT;
+    if (stage & VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT) rd |= VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    if (stage & VK_PIPELINE_STAGE_TRANSFER_BIT) rd |= VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = wr, .dstAccessMask = rd};
+    c->f.vkCmdPipelineBarrier(cb, src, stage, 0, 1, &mb, 0, NULL, 0, NULL);
+    c->last_stage = stage;
     return cb;
 }
 
 static void end_command(vk_ctx *c) {
     if (c->sync_each)
         vk_finish(c);
-    else if (++c->ops >= FLUSH_OPS)
+    else if (++c->ops >= c->flush_at) {
         vk_submit(c);
+        c->flush_at = c->flush_at * 2 < FLUSH_OPS ? c->flush_at * 2 : FLUSH_OPS;
+    }
 }
 
 void vk_submit(vk_ctx *c) {
@@ -530,6 +541,7 @@ void vk_finish(vk_ctx *c) {
     for (int k = 0; k < VK_BATCHES; k++) /* oldest first */
         batch_wait(c, &c->batch[(c->next + k) % VK_BATCHES]);
     c->up_used = 0;
+    c->flush_at = FLUSH_FIRST;
 }
 
 /* ---- pipelines --------------------------------------------------------------------------------- */
@@ -540,7 +552,7 @@ int vk_kernel_index(const char *name) {
     return -1;
 }
 
-static VkPipeline pipeline(vk_ctx *c, int kernel, const uint32_t spec[9]) {
+static VkPipeline pipeline(vk_ctx *c, int kernel, const uint32_t spec[VK_SPEC]) {
     for (int i = 0; i < c->npipes; i++)
         if (c->pipes[i].kernel == kernel && !memcmp(c->pipes[i].spec, spec, sizeof c->pipes[i].spec))
             return c->pipes[i].pipe;
@@ -549,9 +561,10 @@ static VkPipeline pipeline(vk_ctx *c, int kernel, const uint32_t spec[9]) {
                                    .codeSize = m->nwords * sizeof(uint32_t), .pCode = m->words};
     VkShaderModule mod;
     vk_check(c, c->f.vkCreateShaderModule(c->dev, &mi, NULL, &mod), "vkCreateShaderModule");
-    VkSpecializationMapEntry ent[9];
-    for (uint32_t i = 0; i < 9; i++) ent[i] = (VkSpecializationMapEntry){i, i * 4, 4};
-    VkSpecializationInfo si = {.mapEntryCount = 9, .pMapEntries = ent, .dataSize = 9 * sizeof(uint32_t), .pData = spec};
+    VkSpecializationMapEntry ent[VK_SPEC];
+    for (uint32_t i = 0; i < VK_SPEC; i++) ent[i] = (VkSpecializationMapEntry){i, i * 4, 4};
+    VkSpecializationInfo si = {.mapEntryCount = VK_SPEC, .pMapEntries = ent, .dataSize = VK_SPEC * sizeof(uint32_t),
+                               .pData = spec};
     VkComputePipelineCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,
@@ -575,11 +588,11 @@ static VkPipeline pipeline(vk_ctx *c, int kernel, const uint32_t spec[9]) {
     return p;
 }
 
-void vk_dispatch(vk_ctx *c, int kernel, const uint32_t spec[9], const void *pc, uint32_t pc_bytes, uint32_t gx,
+void vk_dispatch(vk_ctx *c, int kernel, const uint32_t spec[VK_SPEC], const void *pc, uint32_t pc_bytes, uint32_t gx,
                  uint32_t gy, uint32_t gz) {
     if (!gx || !gy || !gz) return;
     VkPipeline p = pipeline(c, kernel, spec);
-    VkCommandBuffer cb = begin_command(c);
+    VkCommandBuffer cb = begin_command(c, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT);
     if (c->bound != p) {
         c->f.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p);
         c->bound = p;
@@ -631,7 +644,7 @@ void *vk_alloc(vk_ctx *c, size_t bytes) {
     if (m.map && stream_idle(c))
         memset(m.map, 0, n);
     else {
-        VkCommandBuffer cb = begin_command(c);
+        VkCommandBuffer cb = begin_command(c, VK_PIPELINE_STAGE_TRANSFER_BIT);
         c->f.vkCmdFillBuffer(cb, m.buf, 0, VK_WHOLE_SIZE, 0);
         end_command(c);
     }
@@ -656,7 +669,7 @@ void vk_free(vk_ctx *c, void *p) {
 static size_t offset_in(const vk_mem *m, const void *p) { return (size_t)((uint64_t)(uintptr_t)p - m->addr); }
 
 static void record_copy(vk_ctx *c, VkBuffer src, size_t so, VkBuffer dst, size_t dof, size_t n) {
-    VkCommandBuffer cb = begin_command(c);
+    VkCommandBuffer cb = begin_command(c, VK_PIPELINE_STAGE_TRANSFER_BIT);
     VkBufferCopy r = {.srcOffset = so, .dstOffset = dof, .size = n};
     c->f.vkCmdCopyBuffer(cb, src, dst, 1, &r);
     end_command(c);
@@ -687,19 +700,8 @@ void vk_upload(vk_ctx *c, void *dst, const void *src, size_t bytes) {
     }
 }
 
-void vk_download(vk_ctx *c, void *dst, const void *src, size_t bytes) {
-    if (!bytes) {
-        vk_finish(c);
-        return;
-    }
-    const vk_mem *m = vk_find(c, src, bytes, "to_host");
-    size_t off = offset_in(m, src);
-    if (m->map) {
-        vk_finish(c);
-        memcpy(dst, m->map + off, bytes);
-        return;
-    }
-    char *d = dst;
+/* One range through the readback buffer, in pieces as large as it. */
+static void download_staged(vk_ctx *c, char *d, const vk_mem *m, size_t off, size_t bytes) {
     while (bytes) {
         size_t k = bytes < c->down.size ? bytes : c->down.size;
         record_copy(c, m->buf, off, c->down.buf, 0, k);
@@ -707,6 +709,40 @@ void vk_download(vk_ctx *c, void *dst, const void *src, size_t bytes) {
         memcpy(d, c->down.map, k);
         d += k, off += k, bytes -= k;
     }
+}
+
+/* Several device ranges to host memory behind one wait: the leading ones that fit the readback
+ * buffer together (and any in mapped memory) share it; the rest are read one by one. */
+void vk_download_many(vk_ctx *c, int n, void *const *dst, const void *const *src, const size_t *bytes) {
+    size_t at[8], used = 0;
+    int staged = 0;
+    for (; staged < n && staged < 8; staged++) {
+        const vk_mem *m = vk_find(c, src[staged], bytes[staged], "to_host");
+        if (m->map || !bytes[staged]) {
+            at[staged] = 0;
+            continue;
+        }
+        if (bytes[staged] > c->down.size - used) break;
+        record_copy(c, m->buf, offset_in(m, src[staged]), c->down.buf, used, bytes[staged]);
+        at[staged] = used;
+        used += (bytes[staged] + 15) / 16 * 16;
+        if (used > c->down.size) used = c->down.size;
+    }
+    vk_finish(c);
+    for (int i = 0; i < n; i++) {
+        if (!bytes[i]) continue;
+        const vk_mem *m = vk_find(c, src[i], bytes[i], "to_host");
+        if (m->map)
+            memcpy(dst[i], m->map + offset_in(m, src[i]), bytes[i]);
+        else if (i < staged)
+            memcpy(dst[i], c->down.map + at[i], bytes[i]);
+        else
+            download_staged(c, dst[i], m, offset_in(m, src[i]), bytes[i]);
+    }
+}
+
+void vk_download(vk_ctx *c, void *dst, const void *src, size_t bytes) {
+    vk_download_many(c, 1, &dst, &src, &bytes);
 }
 
 void vk_copy(vk_ctx *c, void *dst, const void *src, size_t bytes) {
@@ -739,7 +775,7 @@ void vk_fill_zero(vk_ctx *c, void *p, size_t bytes) {
         return;
     }
     if (a0 > off) record_copy(c, c->zeros.buf, 0, m->buf, off, a0 - off);
-    VkCommandBuffer cb = begin_command(c);
+    VkCommandBuffer cb = begin_command(c, VK_PIPELINE_STAGE_TRANSFER_BIT);
     c->f.vkCmdFillBuffer(cb, m->buf, a0, a1 - a0, 0);
     end_command(c);
     if (end > a1) record_copy(c, c->zeros.buf, 0, m->buf, a1, end - a1);
