@@ -32,12 +32,18 @@ int cmd_devices(int argc, char **argv, const trm_globals *g) {
                yn(be->caps.compile), yn(be->caps.distributed), engine, yn(be->caps.bf16),
                yn(be->caps.unified_memory));
     }
-    static const char *const known[] = {"cpu", "cuda", "mps"};
+    /* which build has a backend this one lacks */
+    static const char *const known[][2] = {
+        {"cpu", ""},
+        {"cuda", "built when cmake finds nvcc (TRM_CUDA=AUTO)"},
+        {"mps", "Vulkan compute, in the dynamic build: cmake -DTRM_STATIC=OFF with glslc and libvulkan-dev "
+                "(any CUDA build is dynamic too)"}};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
-        if (trm_backend_find(known[i])) continue;
-        const trm_caps *c = trm_known_caps(known[i]);
+        if (trm_backend_find(known[i][0])) continue;
+        const trm_caps *c = trm_known_caps(known[i][0]);
         printf("not in this binary: %-5s (capabilities: compile %s, distributed %s, bf16 %s, unified memory %s)\n",
-               known[i], yn(c->compile), yn(c->distributed), yn(c->bf16), yn(c->unified_memory));
+               known[i][0], yn(c->compile), yn(c->distributed), yn(c->bf16), yn(c->unified_memory));
+        if (known[i][1][0]) printf("        %s\n", known[i][1]);
     }
     trm_device_request req = {0};
     trm_device_choice dc;
