@@ -192,6 +192,32 @@ START_TEST(test_memory) {
 }
 END_TEST
 
+/* Buffers larger than 128 MiB (lavapipe's storage-buffer binding limit) and an interior pointer
+ * past that mark: an op must reach every element of both. */
+START_TEST(test_large_buffer) {
+    pair p = open_pair();
+    trm_backend *b = p.dev;
+    size_t n = (size_t)36 << 20, bytes = n * sizeof(float); /* 144 MiB */
+    float *h = malloc(bytes), *back = malloc(bytes);
+    for (size_t i = 0; i < n; i++) h[i] = (float)(i % 1000003) * 0.5f;
+    float *x = b->alloc(b, bytes), *y = b->alloc(b, bytes);
+    ck_assert_ptr_nonnull(x);
+    ck_assert_ptr_nonnull(y);
+    b->to_device(b, x, h, bytes);
+    b->add(b, y, x, x, n);
+    size_t off = (size_t)34 << 20, tail = n - off; /* 136 MiB in */
+    b->axpy(b, y + off, x + off, 1.0f, tail);
+    b->to_host(b, back, y, bytes);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(back[i] == (i < off ? 2.0f : 3.0f) * h[i], "[%zu] got %g, want %g", i, back[i],
+                      (i < off ? 2.0f : 3.0f) * h[i]);
+    b->free(b, x);
+    b->free(b, y);
+    free(h), free(back);
+    close_pair(&p);
+}
+END_TEST
+
 /* ---- GEMM -------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -1034,6 +1060,7 @@ static Suite *parity_suite(void) {
     TCase *tc = tcase_create("ops");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_memory);
+    tcase_add_test(tc, test_large_buffer);
     tcase_add_test(tc, test_gemm_fp32);
     tcase_add_test(tc, test_gemm_bf16);
     tcase_add_test(tc, test_add_axpy_transpose);
