@@ -2,7 +2,8 @@
  * into one C file of word arrays (kernels/vulkan/spirv_modules.h), after checking each module's
  * declared capabilities. A module that declares Float64 (MoltenVK has no fp64), a float atomic
  * (the sums must be deterministic) or subgroup operations (results would depend on the
- * subgroup size: 8 on lavapipe, 32 on Apple GPUs) fails the build with its name.
+ * subgroup size: 8 on lavapipe, 32 on Apple GPUs) fails the build with its name, and so does
+ * any capability not on the short list of those checked to exist everywhere.
  *
  * usage: spirv_embed OUT.c NAME=FILE.spv...   (OUT.c "-" checks only) */
 #include <stdint.h>
@@ -24,6 +25,15 @@ static const struct {
     {61, "GroupNonUniform", "results would depend on the device's subgroup size"},
 };
 
+/* Everything else is refused too: a capability enters this list only once it is known to exist
+ * on MoltenVK, lavapipe and the desktop drivers (Vulkan 1.2 with bufferDeviceAddress and
+ * storageBuffer8BitAccess, which vk_device.c requires). */
+static const uint32_t allowed[] = {
+    1,    /* Shader */
+    4448, /* StorageBuffer8BitAccess (token ids and masks as bytes) */
+    5347, /* PhysicalStorageBufferAddresses (buffer references) */
+};
+
 static uint32_t *read_words(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -34,7 +44,9 @@ static uint32_t *read_words(const char *path, size_t *n) {
         len += got;
         if (len == cap) w = realloc(w, (cap *= 2) * 4);
     }
-    int bad = ferror(f) || fgetc(f) != EOF; /* a trailing partial word */
+    int bad = ferror(f);
+    if (!bad) /* fread drops a trailing partial word silently: a truncated module */
+        bad = fseek(f, 0, SEEK_END) != 0 || ftell(f) != (long)(len * 4);
     fclose(f);
     if (!w || bad) {
         free(w);
@@ -57,13 +69,21 @@ static int check(const char *name, const uint32_t *w, size_t n) {
             fprintf(stderr, "spirv_embed: %s: malformed instruction at word %zu\n", name, i);
             return 1;
         }
-        if (op == 17 && count == 2) /* OpCapability */
+        if (op == 17 && count == 2) { /* OpCapability */
+            int known = 0, named = 0;
+            for (size_t k = 0; k < sizeof allowed / sizeof *allowed; k++) known |= w[i + 1] == allowed[k];
             for (size_t k = 0; k < sizeof forbidden / sizeof *forbidden; k++)
                 if (w[i + 1] == forbidden[k].cap) {
                     fprintf(stderr, "spirv_embed: kernels/vulkan/%s.comp declares the %s capability: %s\n", name,
                             forbidden[k].name, forbidden[k].why);
-                    bad = 1;
+                    named = 1;
                 }
+            if (!known && !named)
+                fprintf(stderr, "spirv_embed: kernels/vulkan/%s.comp declares capability %u, which is not among "
+                                "those known to exist on every mps target (cmake/spirv_embed.c)\n",
+                        name, w[i + 1]);
+            bad |= !known;
+        }
         i += count;
     }
     return bad;

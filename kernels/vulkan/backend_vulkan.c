@@ -35,10 +35,11 @@ static mps_ctx *CTX(trm_backend *b) { return (mps_ctx *)b->ctx; }
 static uint64_t A(const void *p) { return (uint64_t)(uintptr_t)p; }
 
 /* Kernels index with 32-bit integers (no Int64 capability needed): a larger tensor is refused
- * with a message rather than wrapped around. */
+ * with a message rather than wrapped around. The limit is 2^31 so that a grid-stride loop's
+ * index plus the grid (< 2^24 invocations) cannot wrap past 2^32 either. */
 static uint32_t u32(size_t n, const char *what) {
-    if (n > UINT32_MAX) {
-        fprintf(stderr, "trm: mps: %s needs %zu elements in one kernel, more than the 2^32 an mps kernel "
+    if (n > (size_t)INT32_MAX) {
+        fprintf(stderr, "trm: mps: %s needs %zu elements in one kernel, more than the 2^31 an mps kernel "
                         "indexes; lower global_batch_size\n", what, n);
         exit(1);
     }
@@ -108,6 +109,14 @@ typedef struct {
  * the large ones); 128×128 tiles with 8×8 per invocation ran at 2 TFLOP/s there (the per-invocation
  * accumulators do not stay in registers), and mixed shapes were slow on some products. */
 enum { TILE_M = 64, TILE_N = 64, TILE_K = 16, THREAD_M = 4, THREAD_N = 4 };
+/* These must equal the defaults of gemm.comp's specialization constants 2..6: MoltenVK sizes
+ * shared arrays from a specialization constant's default (SPIRV-Cross), not from the value
+ * given, so another tile here would overrun shared memory on a Mac. */
+
+/* Elements from a matrix's first to one past its last, which gemm.comp indexes in 32 bits. */
+static size_t gemm_span(int trans, int rows, int cols, int ld) {
+    return trans ? (size_t)(cols - 1) * (size_t)ld + (size_t)rows : (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
+}
 
 /* An operand is read as vec4 when each of its rows starts 16-byte aligned in every matrix. */
 static uint32_t vec4_ok(const float *p, int ld, int64_t stride, int batch) {
@@ -132,6 +141,11 @@ static void mps_gemm(trm_backend *b, int ta, int tb, int M, int N, int K, float 
         fprintf(stderr, "trm: mps: a %dx%d GEMM is larger than one dispatch covers\n", M, N);
         exit(1);
     }
+    if (K > 0) {
+        u32(gemm_span(ta, M, K, lda), "a GEMM operand A");
+        u32(gemm_span(tb, K, N, ldb), "a GEMM operand B");
+    }
+    u32(gemm_span(0, M, N, ldc), "a GEMM output");
     size_t tiles = (size_t)gx * gy * batch, splits = 1, kchunk = (size_t)(K > 0 ? K : 1);
     if (tiles < GEMM_TARGET_GROUPS / 2 && K >= 2 * SPLITK_MIN_K) {
         splits = (GEMM_TARGET_GROUPS + tiles - 1) / tiles;
@@ -188,6 +202,10 @@ static void mps_transpose(trm_backend *b, float *out, const float *in, int batch
         int nb = batch - i0 < (int)MAX_GROUPS ? batch - i0 : (int)MAX_GROUPS;
         elem_pc pc = {.y = A(out + i0 * mat), .x1 = A(in + i0 * mat), .rows = (uint32_t)rows, .cols = (uint32_t)cols};
         u32(mat, "transpose");
+        if ((cols + 31) / 32 > (int)MAX_GROUPS || (rows + 31) / 32 > (int)MAX_GROUPS) {
+            fprintf(stderr, "trm: mps: a %dx%d transpose is larger than one dispatch covers\n", rows, cols);
+            exit(1);
+        }
         vk_dispatch(&CTX(b)->vk, CTX(b)->kern[K_ELEM], spec, &pc, sizeof pc, (uint32_t)(cols + 31) / 32,
                     (uint32_t)(rows + 31) / 32, (uint32_t)nb);
     }
@@ -360,6 +378,7 @@ static void mps_embed_bwd(trm_backend *b, const float *dout, const trm_embed_arg
     size_t rows = (size_t)a->B * a->S, D = (size_t)a->D;
     if (d_tok_w && rows > 0 && a->V > 0) {
         size_t chunks = (rows + TOK_CHUNK - 1) / TOK_CHUNK;
+        u32(chunks * a->V * D, "the token-embedding gradient's partial sums");
         float *work = scratch(b, SCR_EMBED, chunks * a->V * D * sizeof(float));
         pc.chunks = u32(chunks, "embedding gradient");
         pc.out = A(work);

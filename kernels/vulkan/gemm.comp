@@ -13,6 +13,7 @@
 
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer v4_ref { vec4 v[]; };
 
+// The defaults are the tile the host uses: MoltenVK sizes the shared arrays below from them.
 layout(constant_id = 2) const uint BM = 64;
 layout(constant_id = 3) const uint BN = 64;
 layout(constant_id = 4) const uint BK = 16;

@@ -51,16 +51,35 @@ void vk_check(vk_ctx *c, VkResult r, const char *what) {
 static const char *const loader_names[] = {
 #ifdef __APPLE__
     "libvulkan.1.dylib", "/usr/local/lib/libvulkan.1.dylib", "/opt/homebrew/lib/libvulkan.1.dylib",
-    "libMoltenVK.dylib", "/usr/local/lib/libMoltenVK.dylib", "/opt/homebrew/lib/libMoltenVK.dylib",
+    "/opt/local/lib/libvulkan.1.dylib", "libMoltenVK.dylib", "/usr/local/lib/libMoltenVK.dylib",
+    "/opt/homebrew/lib/libMoltenVK.dylib", "/opt/local/lib/libMoltenVK.dylib",
 #else
     "libvulkan.so.1", "libvulkan.so",
 #endif
 };
 
+/* The loader from $VULKAN_SDK (the LunarG SDK on macOS sets it), when it is there. */
+static void *load_from_sdk(void) {
+    const char *sdk = getenv("VULKAN_SDK");
+    if (!sdk || !*sdk) return NULL;
+    char path[4096];
+#ifdef __APPLE__
+    snprintf(path, sizeof path, "%s/lib/libvulkan.1.dylib", sdk);
+#else
+    snprintf(path, sizeof path, "%s/lib/libvulkan.so.1", sdk);
+#endif
+    return dlopen(path, RTLD_NOW | RTLD_LOCAL);
+}
+
 int vk_load(vk_fn *f, trm_err *e) {
     memset(f, 0, sizeof *f);
+    /* MoltenVK compiles shaders with Metal's fast math unless told otherwise; the sums and
+     * exp/log of the loss must keep IEEE semantics to match cpu and cuda. A user's own
+     * setting wins. */
+    setenv("MVK_CONFIG_FAST_MATH_ENABLED", "0", 0);
     const char *env = getenv("TRM_VULKAN_LOADER");
     if (env && *env) f->lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+    if (!f->lib && !(env && *env)) f->lib = load_from_sdk();
     for (size_t i = 0; !f->lib && !(env && *env) && i < sizeof loader_names / sizeof *loader_names; i++)
         f->lib = dlopen(loader_names[i], RTLD_NOW | RTLD_LOCAL);
     if (!f->lib)
@@ -97,18 +116,20 @@ static int validation_wanted(void) {
     return v && *v && strcmp(v, "0") != 0;
 }
 
-/* With validation on, any warning or error of the layers is a failure of the run: the tests
- * run with it, and a message must not scroll by unseen. */
+/* With validation on, any warning or error of the validation layer is a failure of the run:
+ * the tests run with it, and a message must not scroll by unseen. General messages (a loader
+ * or driver talking about itself) are shown but are not the program's fault. */
 static VKAPI_ATTR VkBool32 VKAPI_CALL debug_cb(VkDebugUtilsMessageSeverityFlagBitsEXT sev,
                                                VkDebugUtilsMessageTypeFlagsEXT type,
                                                const VkDebugUtilsMessengerCallbackDataEXT *d, void *user) {
-    (void)type;
     (void)user;
-    fprintf(stderr, "trm: mps: Vulkan validation %s: %s\n",
+    int fatal = (type & VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT) != 0;
+    fprintf(stderr, "trm: mps: Vulkan %s %s: %s\n", fatal ? "validation" : "loader/driver",
             sev >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT ? "error" : "warning",
             d && d->pMessage ? d->pMessage : "(no message)");
     fflush(stderr);
-    _exit(70);
+    if (fatal) _exit(70);
+    return VK_FALSE;
 }
 
 static int has_ext(const VkExtensionProperties *p, uint32_t n, const char *name) {
@@ -215,6 +236,13 @@ static void device_check(vk_ctx *c, vk_device_info *d) {
     c->f.vkGetPhysicalDeviceFeatures2(d->phys, &f2);
     if (!f12.bufferDeviceAddress || !f12.storageBuffer8BitAccess) {
         snprintf(d->why, sizeof d->why, "lacks %s", !f12.bufferDeviceAddress ? "bufferDeviceAddress" : "storageBuffer8BitAccess");
+        return;
+    }
+    const VkPhysicalDeviceLimits *l = &d->props.limits;
+    if (l->maxComputeWorkGroupInvocations < 256 || l->maxComputeWorkGroupSize[0] < 256 ||
+        l->maxComputeSharedMemorySize < 16384) { /* the kernels' work groups and tiles */
+        snprintf(d->why, sizeof d->why, "allows only %u invocations and %u bytes of shared memory per work group (trm needs 256 and 16384)",
+                 l->maxComputeWorkGroupInvocations, l->maxComputeSharedMemorySize);
         return;
     }
     if (compute_family(c, d->phys) < 0) {
@@ -420,9 +448,16 @@ int vk_device_open(vk_ctx *c, int index, trm_err *e) {
 #define X(fn) c->f.fn = (PFN_##fn)c->f.vkGetDeviceProcAddr(c->dev, #fn);
     VK_DEVICE_FUNCS(X)
 #undef X
-#define X(fn) if (!c->f.fn) return trm_errf(e, "the Vulkan driver of %s lacks %s", c->name, #fn);
+    const char *missing = NULL;
+#define X(fn) if (!c->f.fn && !missing) missing = #fn;
     VK_DEVICE_FUNCS(X)
 #undef X
+    if (missing) { /* vk_ctx_destroy would call through the missing pointers */
+        PFN_vkDestroyDevice destroy = (PFN_vkDestroyDevice)c->f.vkGetDeviceProcAddr(c->dev, "vkDestroyDevice");
+        if (destroy) destroy(c->dev, NULL);
+        c->dev = VK_NULL_HANDLE;
+        return trm_errf(e, "the Vulkan driver of %s lacks %s", c->name, missing);
+    }
     c->f.vkGetDeviceQueue(c->dev, c->qfam, 0, &c->queue);
     c->f.vkGetPhysicalDeviceMemoryProperties(c->phys, &c->memprops);
     c->unified = c->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ||
@@ -717,11 +752,10 @@ void vk_download_many(vk_ctx *c, int n, void *const *dst, const void *const *src
     size_t at[8], used = 0;
     int staged = 0;
     for (; staged < n && staged < 8; staged++) {
+        at[staged] = 0;
+        if (!bytes[staged]) continue; /* a zero-length read may name any pointer, even NULL */
         const vk_mem *m = vk_find(c, src[staged], bytes[staged], "to_host");
-        if (m->map || !bytes[staged]) {
-            at[staged] = 0;
-            continue;
-        }
+        if (m->map) continue;
         if (bytes[staged] > c->down.size - used) break;
         record_copy(c, m->buf, offset_in(m, src[staged]), c->down.buf, used, bytes[staged]);
         at[staged] = used;
