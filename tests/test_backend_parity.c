@@ -147,6 +147,14 @@ static void expect_rel(const char *what, const float *got, const float *want, si
                   what, wi, n ? got[wi] : 0.0, n ? want[wi] : 0.0, worst / scale, tol, n);
 }
 
+static void expect_abs(const char *what, const float *got, const float *want, size_t n, double tol) {
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        ck_assert_msg(d <= tol, "%s: [%zu] got %.9g, want %.9g; |diff| %.3g > %.3g (n=%zu)", what, i, got[i],
+                      want[i], d, tol, n);
+    }
+}
+
 static void expect_i32(const char *what, const int32_t *got, const int32_t *want, size_t n) {
     for (size_t i = 0; i < n; i++)
         ck_assert_msg(got[i] == want[i], "%s: [%zu] got %d, want %d", what, i, got[i], want[i]);
@@ -502,11 +510,13 @@ static void run_att_bwd(trm_backend *b, float *dqkv, const float *dout, const fl
     dm_free(&m);
 }
 
-START_TEST(test_attention) {
+/* dims: n cases of {B, T, H, hd}; the device side in bf16 when bf16 is set (cuda: the fused
+ * kernels for head dim 64), the reference always fp32. */
+static void attention_cases(int bf16, const int (*dims)[4], int ncases, double tol, double tol_grad) {
     pair p = open_pair();
+    p.dev->use_bf16 = bf16;
     tr_rng r = {7};
-    int dims[][4] = {{2, 97, 4, 64}, {1, 300, 2, 64}, {3, 37, 2, 16}, {2, 1, 3, 16}};
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < ncases; k++) {
         int B = dims[k][0], T = dims[k][1], H = dims[k][2], hd = dims[k][3];
         size_t no = (size_t)B * T * H * hd, nl = (size_t)B * H * T;
         float *qkv = frand(&r, 3 * no, -2, 2), *dout = frand(&r, no, -1, 1);
@@ -520,14 +530,43 @@ START_TEST(test_attention) {
         for (int s = 0; s < 2; s++)
             run_att_bwd(s ? p.dev : p.ref, g[s], dout, qkv, o[0], l[0], B, T, H, hd);
         char what[64];
-        snprintf(what, sizeof what, "attention B=%d T=%d H=%d hd=%d", B, T, H, hd);
-        expect_rel(what, o[1], o[0], no, TOL);
-        expect_rel(what, l[1], l[0], nl, TOL);
-        expect_rel(what, g[1], g[0], 3 * no, TOL_GRAD);
+        snprintf(what, sizeof what, "attention%s B=%d T=%d H=%d hd=%d", bf16 ? " bf16" : "", B, T, H, hd);
+        expect_rel(what, o[1], o[0], no, tol);
+        expect_rel(what, l[1], l[0], nl, tol);
+        /* dq, dk, dv each, measured against the largest gradient of the three (with T = 1 the
+         * true dq is 0 and the reference's is rounding noise) */
+        expect_rel(what, g[1], g[0], 3 * no, tol_grad);
+        double gmax = 0;
+        for (size_t i = 0; i < 3 * no; i++) gmax = fmax(gmax, fabs(g[0][i]));
+        for (int part = 0; part < 3; part++) {
+            float *gq[2];
+            for (int s = 0; s < 2; s++) {
+                gq[s] = malloc(no * sizeof(float));
+                for (size_t row = 0; row < (size_t)B * T; row++)
+                    memcpy(gq[s] + row * H * hd, g[s] + (row * 3 + part) * H * hd, (size_t)H * hd * sizeof(float));
+            }
+            char wp[96];
+            snprintf(wp, sizeof wp, "%s d%c", what, "qkv"[part]);
+            expect_abs(wp, gq[1], gq[0], no, tol_grad * gmax);
+            free(gq[0]), free(gq[1]);
+        }
         free(qkv), free(dout);
         for (int s = 0; s < 2; s++) free(o[s]), free(l[s]), free(g[s]);
     }
     close_pair(&p);
+}
+
+START_TEST(test_attention) {
+    const int dims[][4] = {{2, 97, 4, 64}, {1, 300, 2, 64}, {3, 37, 2, 16}, {2, 1, 3, 16}};
+    attention_cases(0, dims, 4, TOL, TOL_GRAD);
+}
+END_TEST
+
+/* Tile edges (T = 1, 64, 65, 97 = 81 + 16 puzzle rows, 916 = a 30×30 maze + 16) in bf16. */
+START_TEST(test_attention_bf16) {
+    const int dims[][4] = {{2, 97, 4, 64}, {1, 916, 2, 64}, {3, 64, 1, 64}, {2, 65, 2, 64}, {2, 1, 3, 64},
+                           {3, 37, 2, 16}};
+    attention_cases(1, dims, 6, TOL_BF16, TOL_BF16);
 }
 END_TEST
 
@@ -1068,6 +1107,7 @@ static Suite *parity_suite(void) {
     tcase_add_test(tc, test_swiglu);
     tcase_add_test(tc, test_rope);
     tcase_add_test(tc, test_attention);
+    tcase_add_test(tc, test_attention_bf16);
     tcase_add_test(tc, test_bias);
     tcase_add_test(tc, test_embed);
     tcase_add_test(tc, test_loss_head);

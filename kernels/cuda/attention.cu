@@ -80,3 +80,336 @@ void k_att_ds(cudaStream_t st, float *dP, const float *P, const float *dr, int B
     size_t n = (size_t)B * T * T;
     if (n) att_ds_kernel<<<grid_for(n, 256), 256, 0, st>>>(dP, P, dr, n, T, H, h);
 }
+
+/* ---- fused attention for bf16 runs (head dim 64) -------------------------------------------
+ * Flash-attention style: a block holds a tile of queries (forward, dQ) or keys (dK, dV) and
+ * walks the other side in tiles of 64 rows, so no T×T scores ever reach memory. Products run
+ * on tensor cores (mma.sync m16n8k16 on bf16 copies of q, k, v and dO made once per call, fp32
+ * accumulation), as the reference's bf16 attention does; softmax statistics, lse and the
+ * gradients are fp32. Tiles arrive in shared memory by cp.async, the next one while the
+ * current one is used, and reach registers by ldmatrix (transposed where a product needs the
+ * other orientation, so one copy of each tile serves both). Each warp owns 16 rows; the scores
+ * it computes are already in the register layout of the next product's A operand. dQ has its
+ * own pass over the keys (recomputing the scores) rather than atomics, so results are the same
+ * on every run. */
+#include <cuda_bf16.h>
+
+#define FA_T 64   /* rows of a streamed tile */
+#define FA_D 64   /* head dim */
+#define FA_LD 72  /* bf16 per padded tile row: 144-byte rows make ldmatrix conflict-free */
+#define FA_TILE (FA_T * FA_LD)
+#define LOG2E 1.4426950408889634f
+
+typedef __nv_bfloat16 bf16;
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+
+/* c += a·b for one 16×8 tile with k = 16 */
+__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                 "{%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void ldsm4(uint32_t r[4], const bf16 *p) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+__device__ __forceinline__ void ldsm4t(uint32_t r[4], const bf16 *p) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+
+/* rows [r0, r0 + nrows) of a bf16 (T, ld) matrix into a padded tile, asynchronously; rows past
+ * T are zero-filled (a source size of 0 reads nothing). */
+__device__ __forceinline__ void fa_fetch(bf16 *tile, const bf16 *src, size_t ld, int r0, int nrows, int T) {
+    for (int i = threadIdx.x; i < nrows * (FA_D / 8); i += blockDim.x) {
+        int r = i / (FA_D / 8), c = (i % (FA_D / 8)) * 8;
+        int ok = r0 + r < T;
+        const bf16 *g = src + (ok ? (size_t)(r0 + r) * ld + c : 0);
+        uint32_t d = (uint32_t)__cvta_generic_to_shared(tile + r * FA_LD + c);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(g), "r"(ok ? 16 : 0));
+    }
+}
+__device__ __forceinline__ void fa_commit() { asm volatile("cp.async.commit_group;\n"); }
+template <int N> __device__ __forceinline__ void fa_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+/* A fragments of rows row0..row0+15 of a tile, all 64 columns (4 k-steps). */
+__device__ __forceinline__ void fa_afrag(uint32_t a[4][4], const bf16 *tile, int row0) {
+    int l = threadIdx.x & 31, m = l >> 3;
+    for (int kk = 0; kk < 4; kk++) ldsm4(a[kk], tile + (row0 + (l & 7) + (m & 1) * 8) * FA_LD + kk * 16 + (m >> 1) * 8);
+}
+
+/* acc (16 × 64) += A(16 × 64) · tileᵀ: the tile's rows are the n index, its columns k. */
+__device__ __forceinline__ void fa_mma_nt(float acc[8][4], const uint32_t a[4][4], const bf16 *tile) {
+    int l = threadIdx.x & 31, m = l >> 3;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int j = 0; j < 8; j += 2) {
+            uint32_t b[4];
+            ldsm4(b, tile + ((j + (m >> 1)) * 8 + (l & 7)) * FA_LD + kk * 16 + (m & 1) * 8);
+            mma16816(acc[j], a[kk], b[0], b[1]);
+            mma16816(acc[j + 1], a[kk], b[2], b[3]);
+        }
+}
+
+/* acc (16 × 64) += P · tile, P (16 × 64) given as the C fragments of an earlier product and
+ * the tile's rows being the k index (read transposed). */
+__device__ __forceinline__ void fa_mma_pn(float acc[8][4], float p[8][4], const bf16 *tile) {
+    int l = threadIdx.x & 31, m = l >> 3;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        uint32_t a[4] = {pack_bf16(p[2 * kk][0], p[2 * kk][1]), pack_bf16(p[2 * kk][2], p[2 * kk][3]),
+                         pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]), pack_bf16(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+#pragma unroll
+        for (int j = 0; j < 8; j += 2) {
+            uint32_t b[4];
+            ldsm4t(b, tile + (kk * 16 + (m & 1) * 8 + (l & 7)) * FA_LD + (j + (m >> 1)) * 8);
+            mma16816(acc[j], a, b[0], b[1]);
+            mma16816(acc[j + 1], a, b[2], b[3]);
+        }
+    }
+}
+
+__device__ __forceinline__ void fa_zero(float acc[8][4]) {
+#pragma unroll
+    for (int j = 0; j < 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+}
+
+/* 16 rows × 64 of C fragments into a (T, ld) fp32 matrix, row r scaled by s0 (r < 8) or s1;
+ * rows past T dropped. */
+__device__ __forceinline__ void fa_store(float *dst, size_t ld, int row0, int T, float acc[8][4], float s0, float s1) {
+    int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    for (int j = 0; j < 8; j++) {
+        if (row0 + g < T)
+            *reinterpret_cast<float2 *>(dst + (size_t)(row0 + g) * ld + j * 8 + 2 * t) = make_float2(acc[j][0] * s0, acc[j][1] * s0);
+        if (row0 + g + 8 < T)
+            *reinterpret_cast<float2 *>(dst + (size_t)(row0 + g + 8) * ld + j * 8 + 2 * t) = make_float2(acc[j][2] * s1, acc[j][3] * s1);
+    }
+}
+
+#define FA_FWD_WARPS 8 /* 128 queries a block: each key tile serves twice as many */
+
+/* out, lse of 128 queries over every key tile. q16: bf16 (B, T, 3H, 64). */
+__global__ void __launch_bounds__(32 * FA_FWD_WARPS) flash_fwd_kernel(float *out, float *lse, const bf16 *q16, int T, int H, float sl2) {
+    __shared__ __align__(16) bf16 sK[2][FA_TILE], sV[2][FA_TILE];
+    int h = blockIdx.y, b = blockIdx.z, w = threadIdx.x >> 5, q0 = blockIdx.x * FA_FWD_WARPS * 16;
+    int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    size_t ld = (size_t)3 * H * FA_D;
+    const bf16 *Q = q16 + (size_t)b * T * ld + h * FA_D, *K = Q + H * FA_D, *V = Q + 2 * H * FA_D;
+    bf16 *sQ = &sK[0][0]; /* 128 rows over both K stages, before the stream starts */
+    fa_fetch(sQ, Q, ld, q0, FA_FWD_WARPS * 16, T);
+    fa_commit();
+    fa_wait<0>();
+    __syncthreads();
+    uint32_t qa[4][4];
+    fa_afrag(qa, sQ, w * 16);
+    __syncthreads();
+    float o[8][4], m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+    fa_zero(o);
+    int n = (T + FA_T - 1) / FA_T;
+    fa_fetch(sK[0], K, ld, 0, FA_T, T);
+    fa_fetch(sV[0], V, ld, 0, FA_T, T);
+    fa_commit();
+    for (int it = 0; it < n; it++) {
+        int st = it & 1, k0 = it * FA_T;
+        if (it + 1 < n) {
+            fa_fetch(sK[st ^ 1], K, ld, k0 + FA_T, FA_T, T);
+            fa_fetch(sV[st ^ 1], V, ld, k0 + FA_T, FA_T, T);
+            fa_commit();
+            fa_wait<1>();
+        } else {
+            fa_wait<0>();
+        }
+        __syncthreads();
+        float s[8][4];
+        fa_zero(s);
+        fa_mma_nt(s, qa, sK[st]);
+        float mx0 = m0, mx1 = m1;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            int key = k0 + j * 8 + 2 * t;
+#pragma unroll
+            for (int e = 0; e < 4; e++) s[j][e] = key + (e & 1) < T ? s[j][e] * sl2 : -INFINITY;
+            mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
+            mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
+        }
+        for (int x = 1; x < 4; x <<= 1) {
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
+        }
+        float c0 = exp2f(m0 - mx0), c1 = exp2f(m1 - mx1); /* m = -inf before the first tile: 0 */
+        m0 = mx0, m1 = mx1;
+        l0 *= c0, l1 *= c1;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            s[j][0] = exp2f(s[j][0] - m0), s[j][1] = exp2f(s[j][1] - m0);
+            s[j][2] = exp2f(s[j][2] - m1), s[j][3] = exp2f(s[j][3] - m1);
+            l0 += s[j][0] + s[j][1], l1 += s[j][2] + s[j][3];
+            o[j][0] *= c0, o[j][1] *= c0, o[j][2] *= c1, o[j][3] *= c1;
+        }
+        fa_mma_pn(o, s, sV[st]);
+        __syncthreads(); /* this stage is refilled next iteration */
+    }
+    for (int x = 1; x < 4; x <<= 1) {
+        l0 += __shfl_xor_sync(0xffffffffu, l0, x);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, x);
+    }
+    int r0 = q0 + w * 16;
+    if (r0 >= T) return;
+    fa_store(out + (size_t)b * T * H * FA_D + h * FA_D, (size_t)H * FA_D, r0, T, o, 1.f / l0, 1.f / l1);
+    if (t == 0) {
+        float *L = lse + ((size_t)b * H + h) * T;
+        if (r0 + g < T) L[r0 + g] = (m0 + log2f(l0)) / LOG2E;
+        if (r0 + g + 8 < T) L[r0 + g + 8] = (m1 + log2f(l1)) / LOG2E;
+    }
+}
+
+/* dK and dV of 64 keys (4 warps), over every query tile. q16: bf16 qkv; o16: bf16 dO. */
+__global__ void __launch_bounds__(128) flash_bwd_kv_kernel(float *dqkv, const bf16 *q16, const bf16 *o16,
+                                                           const float *lse, const float *dr, int T, int H,
+                                                           float sl2, float scale) {
+    __shared__ __align__(16) bf16 sQ[2][FA_TILE], sO[2][FA_TILE];
+    __shared__ float sL[2][FA_T], sDr[2][FA_T];
+    int h = blockIdx.y, b = blockIdx.z, k0 = blockIdx.x * FA_T, w = threadIdx.x >> 5;
+    int t = threadIdx.x & 3;
+    size_t ld = (size_t)3 * H * FA_D, ldo = (size_t)H * FA_D;
+    const bf16 *Q = q16 + (size_t)b * T * ld + h * FA_D, *K = Q + H * FA_D, *V = Q + 2 * H * FA_D;
+    const bf16 *dO = o16 + (size_t)b * T * ldo + h * FA_D;
+    const float *Lr = lse + ((size_t)b * H + h) * T, *Dr = dr + ((size_t)b * H + h) * T;
+    fa_fetch(sQ[0], K, ld, k0, FA_T, T);
+    fa_fetch(sO[0], V, ld, k0, FA_T, T);
+    fa_commit();
+    fa_wait<0>();
+    __syncthreads();
+    uint32_t ka[4][4], va[4][4];
+    fa_afrag(ka, sQ[0], w * 16);
+    fa_afrag(va, sO[0], w * 16);
+    __syncthreads();
+    float dk[8][4], dv[8][4];
+    fa_zero(dk), fa_zero(dv);
+    int n = (T + FA_T - 1) / FA_T;
+    for (int it = -1; it < n; it++) {
+        int st = it & 1;
+        if (it + 1 < n) { /* fetch the next query tile while this one is used */
+            int q1 = (it + 1) * FA_T, sn = (it + 1) & 1;
+            fa_fetch(sQ[sn], Q, ld, q1, FA_T, T);
+            fa_fetch(sO[sn], dO, ldo, q1, FA_T, T);
+            fa_commit();
+            for (int i = threadIdx.x; i < FA_T; i += blockDim.x) {
+                sL[sn][i] = q1 + i < T ? Lr[q1 + i] * LOG2E : INFINITY; /* P = 0 past T */
+                sDr[sn][i] = q1 + i < T ? Dr[q1 + i] : 0.f;
+            }
+        }
+        if (it < 0) continue;
+        if (it + 1 < n)
+            fa_wait<1>();
+        else
+            fa_wait<0>();
+        __syncthreads();
+        float p[8][4], dp[8][4];
+        fa_zero(p), fa_zero(dp);
+        fa_mma_nt(p, ka, sQ[st]);  /* Sᵀ: keys × queries */
+        fa_mma_nt(dp, va, sO[st]); /* dPᵀ = V·dOᵀ */
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int q = j * 8 + 2 * t + (e & 1);
+                p[j][e] = exp2f(p[j][e] * sl2 - sL[st][q]);
+                dp[j][e] = p[j][e] * (dp[j][e] - sDr[st][q]);
+            }
+        fa_mma_pn(dv, p, sO[st]);  /* dV += Pᵀ·dO */
+        fa_mma_pn(dk, dp, sQ[st]); /* dK += dSᵀ·Q */
+        __syncthreads();
+    }
+    int r0 = k0 + w * 16;
+    if (r0 >= T) return;
+    fa_store(dqkv + (size_t)b * T * ld + (H + h) * FA_D, ld, r0, T, dk, scale, scale);
+    fa_store(dqkv + (size_t)b * T * ld + (2 * H + h) * FA_D, ld, r0, T, dv, 1.f, 1.f);
+}
+
+/* dQ of 64 queries (4 warps), over every key tile. */
+__global__ void __launch_bounds__(128) flash_bwd_q_kernel(float *dqkv, const bf16 *q16, const bf16 *o16,
+                                                          const float *lse, const float *dr, int T, int H,
+                                                          float sl2, float scale) {
+    __shared__ __align__(16) bf16 sK[2][FA_TILE], sV[2][FA_TILE];
+    int h = blockIdx.y, b = blockIdx.z, q0 = blockIdx.x * FA_T, w = threadIdx.x >> 5;
+    int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    size_t ld = (size_t)3 * H * FA_D, ldo = (size_t)H * FA_D;
+    const bf16 *Q = q16 + (size_t)b * T * ld + h * FA_D, *K = Q + H * FA_D, *V = Q + 2 * H * FA_D;
+    const bf16 *dO = o16 + (size_t)b * T * ldo + h * FA_D;
+    const float *Lr = lse + ((size_t)b * H + h) * T, *Dr = dr + ((size_t)b * H + h) * T;
+    fa_fetch(sK[0], Q, ld, q0, FA_T, T);
+    fa_fetch(sV[0], dO, ldo, q0, FA_T, T);
+    fa_commit();
+    fa_wait<0>();
+    __syncthreads();
+    uint32_t qa[4][4], oa[4][4];
+    fa_afrag(qa, sK[0], w * 16);
+    fa_afrag(oa, sV[0], w * 16);
+    __syncthreads();
+    int r0 = q0 + w * 16;
+    float L0 = r0 + g < T ? Lr[r0 + g] * LOG2E : INFINITY, L1 = r0 + g + 8 < T ? Lr[r0 + g + 8] * LOG2E : INFINITY;
+    float D0 = r0 + g < T ? Dr[r0 + g] : 0.f, D1 = r0 + g + 8 < T ? Dr[r0 + g + 8] : 0.f;
+    float dq[8][4];
+    fa_zero(dq);
+    int n = (T + FA_T - 1) / FA_T;
+    fa_fetch(sK[0], K, ld, 0, FA_T, T);
+    fa_fetch(sV[0], V, ld, 0, FA_T, T);
+    fa_commit();
+    for (int it = 0; it < n; it++) {
+        int st = it & 1, k0 = it * FA_T;
+        if (it + 1 < n) {
+            fa_fetch(sK[st ^ 1], K, ld, k0 + FA_T, FA_T, T);
+            fa_fetch(sV[st ^ 1], V, ld, k0 + FA_T, FA_T, T);
+            fa_commit();
+            fa_wait<1>();
+        } else {
+            fa_wait<0>();
+        }
+        __syncthreads();
+        float p[8][4], dp[8][4];
+        fa_zero(p), fa_zero(dp);
+        fa_mma_nt(p, qa, sK[st]);  /* S */
+        fa_mma_nt(dp, oa, sV[st]); /* dP = dO·Vᵀ */
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int key = k0 + j * 8 + 2 * t + (e & 1);
+                float pe = key < T ? exp2f(p[j][e] * sl2 - (e < 2 ? L0 : L1)) : 0.f;
+                dp[j][e] = pe * (dp[j][e] - (e < 2 ? D0 : D1));
+            }
+        fa_mma_pn(dq, dp, sK[st]); /* dQ += dS·K */
+        __syncthreads();
+    }
+    if (r0 >= T) return;
+    fa_store(dqkv + (size_t)b * T * ld + h * FA_D, ld, r0, T, dq, scale, scale);
+}
+
+int k_flash_ok(const void *a, const void *b, int hd) {
+    return hd == FA_D && ((uintptr_t)a & 15u) == 0 && ((uintptr_t)b & 15u) == 0;
+}
+
+void k_flash_fwd(cudaStream_t st, float *out, float *lse, const void *qkv16, int B, int T, int H) {
+    int rows = FA_FWD_WARPS * 16;
+    dim3 grid((unsigned)((T + rows - 1) / rows), (unsigned)H, (unsigned)B);
+    flash_fwd_kernel<<<grid, 32 * FA_FWD_WARPS, 0, st>>>(out, lse, (const bf16 *)qkv16, T, H, LOG2E / sqrtf((float)FA_D));
+}
+
+void k_flash_bwd(cudaStream_t st, float *dqkv, const void *dout16, const void *qkv16, const float *lse,
+                 const float *dr, int B, int T, int H) {
+    dim3 grid((unsigned)((T + FA_T - 1) / FA_T), (unsigned)H, (unsigned)B);
+    float scale = 1.0f / sqrtf((float)FA_D);
+    const bf16 *q = (const bf16 *)qkv16, *o = (const bf16 *)dout16;
+    flash_bwd_kv_kernel<<<grid, 128, 0, st>>>(dqkv, q, o, lse, dr, T, H, scale * LOG2E, scale);
+    flash_bwd_q_kernel<<<grid, 128, 0, st>>>(dqkv, q, o, lse, dr, T, H, scale * LOG2E, scale);
+}

@@ -69,7 +69,7 @@ typedef struct {
     size_t bytes;
 } scratch_buf;
 
-enum { SCR_ATT_S, SCR_ATT_DP, SCR_ATT_DR, SCR_EMBED, SCR_LOSS, SCR_BF16_A, SCR_BF16_B, SCR_COUNT };
+enum { SCR_ATT_S, SCR_ATT_DP, SCR_ATT_DR, SCR_ATT_QKV16, SCR_ATT_DO16, SCR_EMBED, SCR_LOSS, SCR_BF16_A, SCR_BF16_B, SCR_COUNT };
 
 /* GEMM precision of a plan: fp32; bf16 tensor cores reading fp32 operands; bf16 operands
  * converted just before the product. Accumulation and output are fp32 in all three. */
@@ -296,13 +296,21 @@ static void cuda_bias_bwd(trm_backend *b, float *db, const float *dy, int rows, 
     k_bias_bwd(ST(b), db, dy, rows, cols, ld);
 }
 
-/* ---- attention: one head at a time, strided-batched over the batch --------------------------
+/* ---- attention: fused (attention.cu) in bf16 runs with head dim 64; otherwise one head at a
+ * time, strided-batched over the batch --------------------------
  * Scores live in a (B, T, T) buffer for one head, so the work memory is B·T² floats, not H
  * times that; the heads run one after another on the same buffer. */
 
 static void cuda_attention_fwd(trm_backend *b, float *out, float *lse, const float *qkv, int B,
                                int T, int H, int hd) {
     if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
+    if (b->use_bf16 && k_flash_ok(qkv, out, hd)) { /* bf16 products as the GEMMs would take them */
+        size_t n = (size_t)B * T * 3 * H * hd;
+        void *q16 = scratch(b, SCR_ATT_QKV16, n * 2);
+        k_to_bf16(ST(b), q16, qkv, n);
+        k_flash_fwd(ST(b), out, lse, q16, B, T, H);
+        return;
+    }
     int64_t TT = (int64_t)T * T;
     float *S = (float *)scratch(b, SCR_ATT_S, (size_t)B * TT * sizeof(float));
     int ld = 3 * H * hd, ldo = H * hd;
@@ -320,6 +328,16 @@ static void cuda_attention_fwd(trm_backend *b, float *out, float *lse, const flo
 static void cuda_attention_bwd(trm_backend *b, float *dqkv, const float *dout, const float *qkv,
                                const float *out, const float *lse, int B, int T, int H, int hd) {
     if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
+    if (b->use_bf16 && k_flash_ok(qkv, dout, hd) && k_flash_ok(dqkv, out, hd)) {
+        float *dr = (float *)scratch(b, SCR_ATT_DR, (size_t)B * H * T * sizeof(float));
+        k_att_rowdot(ST(b), dr, dout, out, B, T, H, hd);
+        size_t n = (size_t)B * T * H * hd;
+        void *q16 = scratch(b, SCR_ATT_QKV16, 3 * n * 2), *o16 = scratch(b, SCR_ATT_DO16, n * 2);
+        k_to_bf16(ST(b), q16, qkv, 3 * n);
+        k_to_bf16(ST(b), o16, dout, n);
+        k_flash_bwd(ST(b), dqkv, o16, q16, lse, dr, B, T, H);
+        return;
+    }
     int64_t TT = (int64_t)T * T;
     float *P = (float *)scratch(b, SCR_ATT_S, (size_t)B * TT * sizeof(float));
     float *dP = (float *)scratch(b, SCR_ATT_DP, (size_t)B * TT * sizeof(float));

@@ -68,6 +68,12 @@ void k_exp_lse(cudaStream_t st, float *S, const float *lse, int B, int H, int T,
 void k_att_rowdot(cudaStream_t st, float *dr, const float *dout, const float *out, int B, int T,
                   int H, int hd);
 void k_att_ds(cudaStream_t st, float *dP, const float *P, const float *dr, int B, int H, int T, int h);
+/* fused attention (bf16 products) for head dim 64 and 16-byte aligned tensors; qkv16 and
+ * dout16 are bf16 copies of qkv (B,T,3H,64) and dout (B,T,H,64) */
+int k_flash_ok(const void *a, const void *b, int hd);
+void k_flash_fwd(cudaStream_t st, float *out, float *lse, const void *qkv16, int B, int T, int H);
+void k_flash_bwd(cudaStream_t st, float *dqkv, const void *dout16, const void *qkv16, const float *lse,
+                 const float *dr, int B, int T, int H);
 void k_to_bf16(cudaStream_t st, void *dst, const float *src, size_t n);
 
 void k_embed_fwd(cudaStream_t st, float *out, const trm_embed_args *a);

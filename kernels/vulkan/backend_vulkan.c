@@ -56,6 +56,10 @@ static void *scratch(trm_backend *b, int which, size_t bytes) {
     return c->scr[which];
 }
 
+/* Declarations of what the next dispatch reads and writes, in floats (see vk_reads). */
+static void rd(trm_backend *b, const void *p, size_t n) { vk_reads(&CTX(b)->vk, p, n * sizeof(float)); }
+static void wr(trm_backend *b, const void *p, size_t n) { vk_writes(&CTX(b)->vk, p, n * sizeof(float)); }
+
 #define WG 256u
 #define MAX_GROUPS 65535u
 
@@ -157,6 +161,8 @@ static void mps_gemm(trm_backend *b, int ta, int tb, int M, int N, int K, float 
     }
     mps_ctx *c = CTX(b);
     int kern = c->kern[K_GEMM];
+    size_t span_a = K > 0 ? gemm_span(ta, M, K, lda) : 0, span_b = K > 0 ? gemm_span(tb, K, N, ldb) : 0;
+    size_t span_c = gemm_span(0, M, N, ldc);
     int64_t one = batch > 1;
     size_t mn = (size_t)M * N, per = MAX_GROUPS / splits;
     for (int i0 = 0; i0 < batch; i0 += (int)per) {
@@ -165,7 +171,14 @@ static void mps_gemm(trm_backend *b, int ta, int tb, int M, int N, int K, float 
                       (uint64_t)(sA * one), (uint64_t)(sB * one), (uint64_t)(sC * one),
                       (uint32_t)M, (uint32_t)N, (uint32_t)K, (uint32_t)lda, (uint32_t)ldb, (uint32_t)ldc,
                       alpha, beta, (uint32_t)kchunk, (uint32_t)splits};
+        const float *a0 = Am + i0 * sA * one, *b0 = Bm + i0 * sB * one;
+        float *c0 = C + i0 * sC * one;
+        rd(b, a0, K > 0 ? (size_t)(nb - 1) * (size_t)(sA * one) + span_a : 0);
+        rd(b, b0, K > 0 ? (size_t)(nb - 1) * (size_t)(sB * one) + span_b : 0);
         if (splits == 1) {
+            size_t cs = (size_t)(nb - 1) * (size_t)(sC * one) + span_c;
+            if (beta != 0.0f) rd(b, c0, cs);
+            wr(b, c0, cs);
             vk_dispatch(&c->vk, kern, spec, &pc, sizeof pc, gx, gy, (uint32_t)nb);
             continue;
         }
@@ -173,10 +186,15 @@ static void mps_gemm(trm_backend *b, int ta, int tb, int M, int N, int K, float 
         size_t n = u32((size_t)nb * splits * mn, "split-K GEMM");
         float *work = scratch(b, SCR_SPLITK, n * sizeof(float));
         pc.c = A(work), pc.ldc = (uint32_t)N, pc.sc = mn, pc.alpha = 1.0f, pc.beta = 0.0f;
+        wr(b, work, n);
         vk_dispatch(&c->vk, kern, spec, &pc, sizeof pc, gx, gy, (uint32_t)(nb * splits));
         elem_pc sum = {.y = A(C + i0 * sC * one), .x1 = A(work), .n = (uint32_t)(nb * mn), .rows = (uint32_t)M,
                        .cols = (uint32_t)N, .ld = (uint32_t)ldc, .alpha = alpha, .beta = beta,
                        .ksplit = (uint32_t)splits, .sc = (uint64_t)(sC * one)};
+        size_t cs = (size_t)(nb - 1) * (size_t)(sC * one) + span_c;
+        rd(b, work, n);
+        if (beta != 0.0f) rd(b, c0, cs);
+        wr(b, c0, cs);
         run1d(b, K_ELEM, EW_SPLITK_SUM, &sum, sizeof sum, (size_t)nb * mn);
     }
 }
@@ -186,11 +204,13 @@ static void mps_gemm(trm_backend *b, int ta, int tb, int M, int N, int K, float 
 
 static void mps_add(trm_backend *b, float *y, const float *x1, const float *x2, size_t n) {
     elem_pc pc = {.y = A(y), .x1 = A(x1), .x2 = A(x2), .n = u32(n, "add")};
+    rd(b, x1, n), rd(b, x2, n), wr(b, y, n);
     run1d(b, K_ELEM, EW_ADD, &pc, sizeof pc, n);
 }
 
 static void mps_axpy(trm_backend *b, float *y, const float *x, float alpha, size_t n) {
     elem_pc pc = {.y = A(y), .x1 = A(x), .n = u32(n, "axpy"), .alpha = alpha};
+    rd(b, x, n), rd(b, y, n), wr(b, y, n);
     run1d(b, K_ELEM, EW_AXPY, &pc, sizeof pc, n);
 }
 
@@ -206,6 +226,7 @@ static void mps_transpose(trm_backend *b, float *out, const float *in, int batch
             fprintf(stderr, "trm: mps: a %dx%d transpose is larger than one dispatch covers\n", rows, cols);
             exit(1);
         }
+        rd(b, in + i0 * mat, (size_t)nb * mat), wr(b, out + i0 * mat, (size_t)nb * mat);
         vk_dispatch(&CTX(b)->vk, CTX(b)->kern[K_ELEM], spec, &pc, sizeof pc, (uint32_t)(cols + 31) / 32,
                     (uint32_t)(rows + 31) / 32, (uint32_t)nb);
     }
@@ -238,6 +259,9 @@ static void mps_rmsnorm_fwd(trm_backend *b, float *y, float *rstd, const float *
     if (rows <= 0 || dim <= 0) return;
     u32((size_t)rows * dim, "rmsnorm");
     rms_pc pc = {A(y), A(rstd), A(x), A(res), (uint32_t)rows, (uint32_t)dim, eps};
+    size_t n = (size_t)rows * dim;
+    rd(b, x, n), wr(b, y, n), wr(b, rstd, (size_t)rows);
+    if (res) rd(b, res, n);
     run_rows(b, K_RMSNORM, 0, row_wg(dim), &pc, sizeof pc, (size_t)rows);
 }
 
@@ -246,6 +270,8 @@ static void mps_rmsnorm_bwd(trm_backend *b, float *dx, const float *dy, const fl
     if (rows <= 0 || dim <= 0) return;
     u32((size_t)rows * dim, "rmsnorm");
     rms_pc pc = {A(dx), A(rstd), A(dy), A(y), (uint32_t)rows, (uint32_t)dim, 0};
+    size_t n = (size_t)rows * dim;
+    rd(b, dy, n), rd(b, y, n), rd(b, rstd, (size_t)rows), wr(b, dx, n);
     run_rows(b, K_RMSNORM, 1, row_wg(dim), &pc, sizeof pc, (size_t)rows);
 }
 
@@ -258,6 +284,7 @@ static void mps_swiglu_fwd(trm_backend *b, float *out, const float *gu, int rows
     if (rows <= 0 || I <= 0) return;
     u32((size_t)rows * 2 * I, "swiglu");
     swiglu_pc pc = {A(out), A(gu), 0, (uint32_t)rows, (uint32_t)I};
+    rd(b, gu, (size_t)rows * 2 * I), wr(b, out, (size_t)rows * I);
     run1d(b, K_SWIGLU, 0, &pc, sizeof pc, (size_t)rows * I);
 }
 
@@ -265,6 +292,7 @@ static void mps_swiglu_bwd(trm_backend *b, float *dgu, const float *dout, const 
     if (rows <= 0 || I <= 0) return;
     u32((size_t)rows * 2 * I, "swiglu");
     swiglu_pc pc = {A(dgu), A(gu), A(dout), (uint32_t)rows, (uint32_t)I};
+    rd(b, gu, (size_t)rows * 2 * I), rd(b, dout, (size_t)rows * I), wr(b, dgu, (size_t)rows * 2 * I);
     run1d(b, K_SWIGLU, 1, &pc, sizeof pc, (size_t)rows * I);
 }
 
@@ -278,6 +306,8 @@ static void rope(trm_backend *b, float *qkv, const float *cs, const float *sn, i
     if (!n) return;
     u32((size_t)B * T * 3 * H * hd, "rope");
     rope_pc pc = {A(qkv), A(cs), A(sn), (uint32_t)B, (uint32_t)T, (uint32_t)H, (uint32_t)hd};
+    size_t all = (size_t)B * T * 3 * H * hd;
+    rd(b, qkv, all), wr(b, qkv, all), rd(b, cs, (size_t)T * hd), rd(b, sn, (size_t)T * hd);
     run1d(b, K_ROPE, (uint32_t)bwd, &pc, sizeof pc, n);
 }
 static void mps_rope_fwd(trm_backend *b, float *q, const float *c, const float *s, int B, int T, int H, int hd) {
@@ -491,6 +521,7 @@ static void mps_adam_atan2(trm_backend *b, float *p, const float *g, float *m, f
     optim_pc pc = {A(p), A(g), A(m), A(v), u32(n, "adam"), 0, lr, (float)(1.0 - (double)lr * wd), 1.0f - beta1,
                    1.0f - beta2, (float)(1.0 - pow((double)beta1, (double)t)),
                    (float)sqrt(1.0 - pow((double)beta2, (double)t))};
+    rd(b, g, n), rd(b, p, n), rd(b, m, n), rd(b, v, n), wr(b, p, n), wr(b, m, n), wr(b, v, n);
     run1d(b, K_OPTIM, OPT_ADAM, &pc, sizeof pc, n);
 }
 
@@ -505,6 +536,7 @@ static void mps_sign_sgd(trm_backend *b, float *w, int ndim, const int32_t *ids,
 static void mps_ema(trm_backend *b, float *shadow, const float *p, size_t n, float rate) {
     if (!n) return;
     optim_pc pc = {.p = A(shadow), .g = A(p), .n = u32(n, "ema"), .w1 = (float)(1.0 - (double)rate), .w2 = rate};
+    rd(b, p, n), rd(b, shadow, n), wr(b, shadow, n);
     run1d(b, K_OPTIM, OPT_EMA, &pc, sizeof pc, n);
 }
 

@@ -37,6 +37,12 @@
     X(vkDeviceWaitIdle)
 
 typedef struct {
+    uint64_t lo, hi; /* device addresses [lo, hi) */
+} vk_range;
+#define VK_PENDING 32
+#define VK_USES 8
+
+typedef struct {
     void *lib;
     PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
 #define X(f) PFN_##f f;
@@ -98,7 +104,13 @@ typedef struct vk_ctx {
     int ops;             /* commands recorded into the current batch */
     int flush_at;        /* ops at which the current batch is submitted */
     VkPipeline bound;
-    VkPipelineStageFlags last_stage; /* of the last command recorded in the current batch */
+    VkPipelineStageFlags last_stage; /* of the commands since the last barrier in this batch */
+    /* What the dispatches since the last barrier read and wrote (see vk_reads), and what the
+     * next dispatch declared; a dispatch that declared nothing gets a barrier. */
+    vk_range pend_r[VK_PENDING], pend_w[VK_PENDING], use_r[VK_USES], use_w[VK_USES];
+    int npr, npw, nur, nuw;
+    int pend_unknown;    /* a command since the last barrier declared nothing */
+    int use_overflow;
     int sync_each;       /* TRM_VULKAN_SYNC=1: wait after every command (debugging) */
     /* staging */
     vk_mem up, down, zeros;
@@ -147,6 +159,12 @@ void vk_mem_info(vk_ctx *c, size_t *free_b, size_t *total_b);
 void vk_oom_exit(vk_ctx *c, size_t requested);
 
 /* ---- the command stream ---- */
+/* Declares memory the next dispatch reads or writes (all of it, or declare nothing): a dispatch
+ * that touches nothing the dispatches since the last barrier wrote, and writes nothing they
+ * read, runs without a barrier and may overlap them (a weight gradient beside the input
+ * gradient, the optimiser's updates of different tensors). */
+void vk_reads(vk_ctx *c, const void *p, size_t bytes);
+void vk_writes(vk_ctx *c, const void *p, size_t bytes);
 /* Records one dispatch of `kernel` specialised by spec[0..VK_SPEC-1]. */
 void vk_dispatch(vk_ctx *c, int kernel, const uint32_t spec[VK_SPEC], const void *pc, uint32_t pc_bytes,
                  uint32_t gx, uint32_t gy, uint32_t gz);
