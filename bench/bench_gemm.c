@@ -1,7 +1,9 @@
 /* bench_gemm.c — times one backend's GEMM (trm/backend.h) on the shapes a TRM training step
  * issues, so a GEMM kernel can be tuned without a whole step around it: median ms and TFLOP/s
  * per shape. Built beside trm (target bench_gemm); not a test.
- * usage: bench_gemm BACKEND [ROWS]   (ROWS: batch·tokens, default 768·97 as sudoku_att) */
+ * usage: bench_gemm BACKEND [ROWS [D I T HD]]   (ROWS: batch·tokens, default 768·97, and hidden
+ * 512, intermediate 1536, tokens 97, head dim 64 as sudoku_att; bench/cpu.sh's tiny shapes:
+ * bench_gemm cpu 5440 128 512 85 64) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     int R = argc > 2 ? atoi(argv[2]) : 768 * 97, D = 512, I = 1536, T = 97, hd = 64;
+    if (argc > 6) D = atoi(argv[3]), I = atoi(argv[4]), T = atoi(argv[5]), hd = atoi(argv[6]);
+    if (R <= 0 || D <= 0 || I <= 0 || T <= 0 || hd <= 0) {
+        fprintf(stderr, "bench_gemm: ROWS D I T HD must be positive\n");
+        return 2;
+    }
     const trm_backend_entry *en = trm_backend_find(argv[1]);
     trm_err e;
     trm_backend *b = en ? en->create(-1, &e) : NULL;
@@ -52,7 +59,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_gemm: out of memory for %zu floats per operand\n", big);
         return 1;
     }
-    printf("# %s, rows %d\n", b->name, R);
+    printf("# %s, rows %d, hidden %d, intermediate %d, tokens %d, head dim %d\n", b->name, R, D, I, T, hd);
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         shape *s = &shapes[i];
         int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "gemm_cpu.h"
 #include "dist.h"
 #include "rng.h"
 #include "test_support.h"
@@ -180,7 +181,12 @@ START_TEST(test_gemm) {
             gemm_case(be, &r, ta, tb, 7, 13, 5, 3, 3, 0.5f, 1.0f);
             gemm_case(be, &r, ta, tb, 1, 1, 1, 1, 1, 2.0f, -0.5f);
             gemm_case(be, &r, ta, tb, 9, 4, 11, 2, 17, 1.0f, 0.25f); /* batch-parallel path */
-            gemm_case(be, &r, ta, tb, 130, 70, 90, 1, 1, 1.0f, 0.0f); /* threaded BLAS */
+            gemm_case(be, &r, ta, tb, 130, 70, 90, 1, 1, 1.0f, 0.0f); /* threaded */
+            /* gemm_cpu.c's edges: K past one packed block (256), whole 12×32 / 6×16 tiles and
+             * ragged ones, blocks split among threads */
+            gemm_case(be, &r, ta, tb, 37, 70, 600, 1, 1, 0.5f, 0.5f);
+            gemm_case(be, &r, ta, tb, 197, 289, 300, 0, 1, 1.0f, 0.0f);
+            gemm_case(be, &r, ta, tb, 24, 64, 256, 2, 1, -1.0f, 1.0f);
         }
     gemm_case(be, &r, 0, 0, 6, 5, 0, 0, 2, 1.0f, 0.5f);  /* K = 0: C = beta·C */
     gemm_case(be, &r, 0, 1, 6, 5, 4, 0, 2, 0.0f, 2.0f); /* alpha = 0 */
@@ -189,6 +195,20 @@ START_TEST(test_gemm) {
     be->gemm(be, 0, 0, 2, 2, 2, 1.0f, A, 2, 0, B, 2, 0, 0.0f, C, 2, 0, 1);
     for (int i = 0; i < 4; i++) ck_assert_float_eq(C[i], A[i]);
     be->destroy(be);
+}
+END_TEST
+
+/* trm's own GEMM sums each element in the same order whatever the thread count. */
+START_TEST(test_gemm_threads_bitwise) {
+    if (!trm_gemm_cpu_available()) return;
+    tr_rng r = {2};
+    int M = 301, N = 517, K = 700;
+    float *A = frand(&r, (size_t)M * K, -1, 1), *B = frand(&r, (size_t)K * N, -1, 1);
+    float *C1 = calloc((size_t)M * N, sizeof(float)), *C3 = calloc((size_t)M * N, sizeof(float));
+    trm_gemm_cpu(0, 1, M, N, K, 1.0f, A, K, B, K, 0.0f, C1, N, 1);
+    trm_gemm_cpu(0, 1, M, N, K, 1.0f, A, K, B, K, 0.0f, C3, N, 3);
+    ck_assert_msg(memcmp(C1, C3, (size_t)M * N * sizeof(float)) == 0, "1 and 3 threads differ");
+    free(A), free(B), free(C1), free(C3);
 }
 END_TEST
 
@@ -1199,6 +1219,7 @@ static Suite *backend_cpu_suite(void) {
     tcase_add_test(tc, test_registry);
     tcase_add_test(tc, test_memory);
     tcase_add_test(tc, test_gemm);
+    tcase_add_test(tc, test_gemm_threads_bitwise);
     tcase_add_test(tc, test_add_axpy_transpose);
     tcase_add_test(tc, test_rmsnorm);
     tcase_add_test(tc, test_swiglu);

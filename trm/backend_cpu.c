@@ -21,6 +21,7 @@
 #endif
 
 #include "backend.h"
+#include "gemm_cpu.h"
 #include "act_rules.h"
 #include "dist.h"
 
@@ -158,10 +159,29 @@ static void scale_matrix(float *C, int M, int N, int ldc, float beta) {
     }
 }
 
+static int in_parallel(void) {
+#ifdef _OPENMP
+    return omp_in_parallel();
+#else
+    return 0;
+#endif
+}
+
+/* trm's own GEMM (gemm_cpu.c) where it exists; TRM_CPU_GEMM=blas hands every product to the
+ * BLAS instead (to compare them: bench/cpu.sh), TRM_CPU_GEMM=avx2 keeps to the AVX2 kernel. */
+static int own_gemm(void) {
+    const char *e = getenv("TRM_CPU_GEMM");
+    return trm_gemm_cpu_available() && !(e && !strcmp(e, "blas"));
+}
+
 static void sgemm1(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                    const float *B, int ldb, float beta, float *C, int ldc) {
     if (K <= 0 || alpha == 0.0f) {
         scale_matrix(C, M, N, ldc, beta);
+        return;
+    }
+    if (own_gemm()) { /* one thread inside a parallel region, all of them outside */
+        trm_gemm_cpu(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, in_parallel() ? 1 : max_threads());
         return;
     }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,

@@ -1,7 +1,9 @@
-/* attention.cu — the elementwise parts of non-causal attention around the backend's batched
- * GEMMs: row softmax with the log-sum-exp saved, its recomputation from the lse in the
- * backward, rowsum(dO∘O) and dS = P∘(dP − rowsum). Scores are one head's (B, T, T) at a time
- * (head h of H), so the score buffer is H times smaller; lse and rowsums are (B, H, T). */
+/* attention.cu — non-causal attention. bf16 runs with head dim 64 take the fused kernels at the
+ * end of this file (flash-attention style, tensor cores, no T×T scores in memory). Otherwise
+ * the elementwise parts around the backend's batched GEMMs: row softmax with the log-sum-exp
+ * saved, its recomputation from the lse in the backward, rowsum(dO∘O) (the fused backward uses
+ * it too) and dS = P∘(dP − rowsum). Scores are one head's (B, T, T) at a time (head h of H), so
+ * the score buffer is H times smaller; lse and rowsums are (B, H, T). */
 
 /* The lse/rowsum index of score row r = b·T + i of head h. */
 __device__ __forceinline__ size_t head_row(size_t r, int T, int H, int h) {

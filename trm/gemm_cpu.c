@@ -1,0 +1,269 @@
+/* gemm_cpu.c — trm's own fp32 GEMM for the cpu backend on x86-64: packed panels, an AVX-512
+ * (12×32) or AVX2 (6×16) register-blocked micro-kernel chosen at run time, and OpenMP over
+ * blocks of the output. TRM's products are medium-sized (thousands of rows, K of 85..5440) and
+ * OpenBLAS threads them poorly (it scaled from 8 to 16 threads by 1.25x on the device host and
+ * slows down on two threads for the mlp_t shapes); here every thread owns whole output blocks,
+ * packs its own operands and never waits for another, and each output element is summed in
+ * the same order whatever the thread count, so results do not depend on OMP_NUM_THREADS. */
+#include "gemm_cpu.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && !defined(TRM_NO_OWN_GEMM)
+#include <immintrin.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define KC 256 /* K per packed block: a 12×256 A panel and a 256×32 B panel stay in L1/L2 */
+#define MR_MAX 12
+#define NR_MAX 32
+
+typedef struct {
+    int ta, tb, M, N, K, lda, ldb, ldc;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+} gemm_job;
+
+/* C[mr×nr] (ldc) = (first ? beta·C : C) + alpha·acc, with beta = 0 never reading C. */
+static void store_tile(float *C, int ldc, const float *acc, int ld_acc, int mr, int nr, float alpha, float beta,
+                       int first) {
+    for (int i = 0; i < mr; i++) {
+        float *c = C + (size_t)i * ldc;
+        const float *a = acc + i * ld_acc;
+        if (!first || beta == 1.0f)
+            for (int j = 0; j < nr; j++) c[j] += alpha * a[j];
+        else if (beta == 0.0f)
+            for (int j = 0; j < nr; j++) c[j] = alpha * a[j];
+        else
+            for (int j = 0; j < nr; j++) c[j] = beta * c[j] + alpha * a[j];
+    }
+}
+
+/* ---- micro-kernels: acc[MR][NR] = Ap (k-major, MR per k) · Bp (k-major, NR per k) ---- */
+
+__attribute__((target("avx512f,fma"))) static void kernel_avx512(int kc, const float *Ap, const float *Bp, float *C,
+                                                                   int ldc, int mr, int nr, float alpha, float beta,
+                                                                   int first) {
+    __m512 c[12][2];
+    for (int i = 0; i < 12; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
+    for (int k = 0; k < kc; k++) {
+        __m512 b0 = _mm512_loadu_ps(Bp + k * 32), b1 = _mm512_loadu_ps(Bp + k * 32 + 16);
+        const float *a = Ap + k * 12;
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) {
+            __m512 ai = _mm512_set1_ps(a[i]);
+            c[i][0] = _mm512_fmadd_ps(ai, b0, c[i][0]);
+            c[i][1] = _mm512_fmadd_ps(ai, b1, c[i][1]);
+        }
+    }
+    if (mr == 12 && nr == 32) {
+        __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+        int scale_old = first && beta != 1.0f, read_old = !first || beta != 0.0f;
+        for (int i = 0; i < 12; i++)
+            for (int h = 0; h < 2; h++) {
+                float *p = C + (size_t)i * ldc + 16 * h;
+                __m512 r = _mm512_mul_ps(va, c[i][h]);
+                if (read_old) {
+                    __m512 old = _mm512_loadu_ps(p);
+                    r = scale_old ? _mm512_fmadd_ps(vb, old, r) : _mm512_add_ps(old, r);
+                }
+                _mm512_storeu_ps(p, r);
+            }
+        return;
+    }
+    float acc[12 * 32];
+    for (int i = 0; i < 12; i++) _mm512_storeu_ps(acc + i * 32, c[i][0]), _mm512_storeu_ps(acc + i * 32 + 16, c[i][1]);
+    store_tile(C, ldc, acc, 32, mr, nr, alpha, beta, first);
+}
+
+__attribute__((target("avx2,fma"))) static void kernel_avx2(int kc, const float *Ap, const float *Bp, float *C, int ldc,
+                                                              int mr, int nr, float alpha, float beta, int first) {
+    __m256 c[6][2];
+    for (int i = 0; i < 6; i++) c[i][0] = c[i][1] = _mm256_setzero_ps();
+    for (int k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_loadu_ps(Bp + k * 16), b1 = _mm256_loadu_ps(Bp + k * 16 + 8);
+        const float *a = Ap + k * 6;
+#pragma GCC unroll 6
+        for (int i = 0; i < 6; i++) {
+            __m256 ai = _mm256_broadcast_ss(a + i);
+            c[i][0] = _mm256_fmadd_ps(ai, b0, c[i][0]);
+            c[i][1] = _mm256_fmadd_ps(ai, b1, c[i][1]);
+        }
+    }
+    float acc[6 * 16];
+    for (int i = 0; i < 6; i++) _mm256_storeu_ps(acc + i * 16, c[i][0]), _mm256_storeu_ps(acc + i * 16 + 8, c[i][1]);
+    store_tile(C, ldc, acc, 16, mr, nr, alpha, beta, first);
+}
+
+typedef void (*ukernel)(int, const float *, const float *, float *, int, int, int, float, float, int);
+
+typedef struct {
+    ukernel fn;
+    int mr, nr;
+} arch;
+
+/* TRM_CPU_GEMM=avx2 takes the AVX2 kernel on an AVX-512 machine too (tests cover both). */
+static arch pick_arch(void) {
+    __builtin_cpu_init();
+    const char *e = getenv("TRM_CPU_GEMM");
+    if (__builtin_cpu_supports("avx512f") && !(e && !strcmp(e, "avx2"))) return (arch){kernel_avx512, 12, 32};
+    return (arch){kernel_avx2, 6, 16};
+}
+
+/* ---- packing (zero padding past the edges, so kernels never branch on them) ---- */
+
+/* op(A)[m0 .. m0+mc)[k0 .. k0+kc) into panels of mr rows, k-major within a panel. */
+static void pack_a(float *dst, const gemm_job *j, int m0, int mc, int k0, int kc, int mr) {
+    for (int p = 0; p < mc; p += mr) {
+        int rows = mc - p < mr ? mc - p : mr;
+        float *d = dst + (size_t)p * kc;
+        if (j->ta) { /* rows of op(A) are columns of A: each k is one contiguous run */
+            for (int k = 0; k < kc; k++) {
+                const float *src = j->A + (size_t)(k0 + k) * j->lda + m0 + p;
+                for (int i = 0; i < rows; i++) d[k * mr + i] = src[i];
+                for (int i = rows; i < mr; i++) d[k * mr + i] = 0.0f;
+            }
+        } else {
+            for (int i = 0; i < rows; i++) {
+                const float *src = j->A + (size_t)(m0 + p + i) * j->lda + k0;
+                for (int k = 0; k < kc; k++) d[k * mr + i] = src[k];
+            }
+            for (int i = rows; i < mr; i++)
+                for (int k = 0; k < kc; k++) d[k * mr + i] = 0.0f;
+        }
+    }
+}
+
+/* Panel q (columns q·nr ..) of op(B)[k0 .. k0+kc)[all N], k-major within the panel. */
+static void pack_b_panel(float *dst, const gemm_job *j, int q, int k0, int kc, int nr) {
+    int n0 = q * nr, cols = j->N - n0 < nr ? j->N - n0 : nr;
+    if (j->tb) { /* columns of op(B) are rows of B: each column is one contiguous run */
+        for (int c = 0; c < cols; c++) {
+            const float *src = j->B + (size_t)(n0 + c) * j->ldb + k0;
+            for (int k = 0; k < kc; k++) dst[k * nr + c] = src[k];
+        }
+        for (int c = cols; c < nr; c++)
+            for (int k = 0; k < kc; k++) dst[k * nr + c] = 0.0f;
+    } else {
+        for (int k = 0; k < kc; k++) {
+            const float *src = j->B + (size_t)(k0 + k) * j->ldb + n0;
+            memcpy(dst + k * nr, src, (size_t)cols * sizeof(float));
+            for (int c = cols; c < nr; c++) dst[k * nr + c] = 0.0f;
+        }
+    }
+}
+
+static int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+/* op(B) is packed once per call, in parallel, and shared by every thread (packing it per output
+ * block cost up to half the time of the forward products); for a K so long that op(B) would
+ * not fit BPACK_CAP floats it is packed a chunk of K at a time. Each thread packs the rows of
+ * op(A) its own output blocks need. */
+#define BPACK_CAP ((size_t)16 << 20)
+
+typedef struct {
+    const gemm_job *j;
+    const arch *a;
+    int mc, nc, mb, nb, npad; /* npad: N rounded up to whole panels */
+    float *bp;
+} plan;
+
+static void pack_b_chunk(const plan *pl, int kc0, int klen) {
+    const gemm_job *j = pl->j;
+    int nr = pl->a->nr, panels = pl->npad / nr, nkb = (klen + KC - 1) / KC;
+#pragma omp for schedule(static)
+    for (int t = 0; t < nkb * panels; t++) {
+        int kb = t / panels, q = t % panels, k0 = kb * KC, kc = klen - k0 < KC ? klen - k0 : KC;
+        pack_b_panel(pl->bp + (size_t)k0 * pl->npad + (size_t)q * nr * kc, j, q, kc0 + k0, kc, nr);
+    }
+}
+
+static void run_block(const plan *pl, int m0, int mc, int n0, int nc, int kc0, int klen, float *ap) {
+    const gemm_job *j = pl->j;
+    const arch *a = pl->a;
+    for (int k0 = 0; k0 < klen; k0 += KC) {
+        int kc = klen - k0 < KC ? klen - k0 : KC;
+        pack_a(ap, j, m0, mc, kc0 + k0, kc, a->mr);
+        const float *bk = pl->bp + (size_t)k0 * pl->npad;
+        for (int q = 0; q < nc; q += a->nr)
+            for (int p = 0; p < mc; p += a->mr)
+                a->fn(kc, ap + (size_t)p * kc, bk + (size_t)(n0 + q) * kc, j->C + (size_t)(m0 + p) * j->ldc + n0 + q,
+                      j->ldc, mc - p < a->mr ? mc - p : a->mr, nc - q < a->nr ? nc - q : a->nr, j->alpha, j->beta,
+                      kc0 + k0 == 0);
+    }
+}
+
+/* Block sizes: rows a multiple of the kernel's, columns of its width, as large as cache allows
+ * (96 × 512 for a block of K), then split until every thread has about three, and evened out
+ * so no block is a sliver. */
+static void choose_blocks(int M, int N, int threads, const arch *a, int *mc, int *nc) {
+    int m = round_up(M < 96 ? M : 96, a->mr), n = round_up(N < 512 ? N : 512, a->nr);
+    long want = threads > 1 ? 3L * threads : 1;
+    while ((long)((M + m - 1) / m) * ((N + n - 1) / n) < want && (n > a->nr || m > a->mr)) {
+        if ((m > 2 * a->mr && m >= n / 4) || n <= a->nr)
+            m = round_up(m / 2, a->mr);
+        else
+            n = round_up(n / 2, a->nr);
+    }
+    int mb = (M + m - 1) / m, nb = (N + n - 1) / n;
+    *mc = round_up((M + mb - 1) / mb, a->mr);
+    *nc = round_up((N + nb - 1) / nb, a->nr);
+}
+
+void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                  float beta, float *C, int ldc, int threads) {
+    arch arch_here = pick_arch(); /* a feature bit test: cheaper than keeping it anywhere */
+    gemm_job j = {ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C};
+    plan pl = {&j, &arch_here, 0, 0, 0, 0, round_up(N, arch_here.nr), NULL};
+    choose_blocks(M, N, threads, &arch_here, &pl.mc, &pl.nc);
+    pl.mb = (M + pl.mc - 1) / pl.mc, pl.nb = (N + pl.nc - 1) / pl.nc;
+    int kchunk = K;
+    if ((size_t)K * pl.npad > BPACK_CAP) {
+        kchunk = (int)(BPACK_CAP / pl.npad) / KC * KC;
+        if (kchunk < KC) kchunk = KC;
+    }
+    pl.bp = aligned_alloc(64, (size_t)round_up((int)((size_t)kchunk * pl.npad), 16) * sizeof(float));
+    if (!pl.bp) {
+        fprintf(stderr, "trm: out of memory for GEMM work buffers\n");
+        exit(1);
+    }
+    int tasks = pl.mb * pl.nb, nt = threads > tasks ? tasks : threads;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        float *ap = aligned_alloc(64, (size_t)pl.mc * KC * sizeof(float));
+        if (!ap) { /* a few hundred KiB per thread: nothing else could run either */
+            fprintf(stderr, "trm: out of memory for GEMM work buffers\n");
+            exit(1);
+        }
+        for (int kc0 = 0; kc0 < K; kc0 += kchunk) {
+            int klen = K - kc0 < kchunk ? K - kc0 : kchunk;
+            pack_b_chunk(&pl, kc0, klen); /* ends with a barrier: B is whole before use */
+#pragma omp for schedule(static)
+            for (int t = 0; t < tasks; t++) {
+                int m0 = (t % pl.mb) * pl.mc, n0 = (t / pl.mb) * pl.nc;
+                run_block(&pl, m0, M - m0 < pl.mc ? M - m0 : pl.mc, n0, N - n0 < pl.nc ? N - n0 : pl.nc, kc0, klen, ap);
+            }
+        }
+        free(ap);
+    }
+    free(pl.bp);
+}
+
+int trm_gemm_cpu_available(void) { return 1; }
+
+#else /* not x86-64: the BLAS does every product */
+
+void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                  float beta, float *C, int ldc, int threads) {
+    (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb, (void)beta;
+    (void)C, (void)ldc, (void)threads;
+    abort();
+}
+int trm_gemm_cpu_available(void) { return 0; }
+
+#endif

@@ -1,0 +1,13 @@
+/* gemm_cpu.h — trm's own fp32 GEMM for the cpu backend (x86-64: AVX-512 or AVX2, chosen at run
+ * time; elsewhere the BLAS does the products and trm_gemm_cpu_available() says 0). */
+#ifndef TRM_GEMM_CPU_H
+#define TRM_GEMM_CPU_H
+
+/* C = alpha·op(A)·op(B) + beta·C, row-major, (M×K)(K×N); beta = 0 never reads C. K ≥ 1.
+ * `threads` > 1 runs it on that many OpenMP threads (call it with 1 inside a parallel region).
+ * Each element's sum has the same order for every thread count. */
+void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                  float beta, float *C, int ldc, int threads);
+int trm_gemm_cpu_available(void);
+
+#endif
