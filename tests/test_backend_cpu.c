@@ -205,10 +205,52 @@ START_TEST(test_gemm_threads_bitwise) {
     int M = 301, N = 517, K = 700;
     float *A = frand(&r, (size_t)M * K, -1, 1), *B = frand(&r, (size_t)K * N, -1, 1);
     float *C1 = calloc((size_t)M * N, sizeof(float)), *C3 = calloc((size_t)M * N, sizeof(float));
-    trm_gemm_cpu(0, 1, M, N, K, 1.0f, A, K, B, K, 0.0f, C1, N, 1);
-    trm_gemm_cpu(0, 1, M, N, K, 1.0f, A, K, B, K, 0.0f, C3, N, 3);
+    trm_gemm_cpu(0, 1, M, N, K, 1.0f, A, K, B, K, 0.0f, C1, N, 1, 0);
+    trm_gemm_cpu(0, 1, M, N, K, 1.0f, A, K, B, K, 0.0f, C3, N, 3, 0);
     ck_assert_msg(memcmp(C1, C3, (size_t)M * N * sizeof(float)) == 0, "1 and 3 threads differ");
     free(A), free(B), free(C1), free(C3);
+}
+END_TEST
+
+static float round_bf16(float x) { /* nearest even, as the kernels' packing */
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* bf16 products: operands rounded to bf16, sums in fp32 — so against a double-precision product
+ * of the rounded operands only fp32 summation error remains, and against the unrounded ones
+ * the difference is bf16-sized (the rounding really happens). Odd K pads a pair. */
+START_TEST(test_gemm_bf16_products) {
+    if (!trm_gemm_cpu_available() || !trm_gemm_cpu_bf16()) return; /* no AVX512-BF16 here */
+    tr_rng r = {3};
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            int M = 29, N = 45, K = 515; /* past two packed blocks of K, odd */
+            float *A = frand(&r, (size_t)M * K, -1, 1), *B = frand(&r, (size_t)K * N, -1, 1);
+            float *C = calloc((size_t)M * N, sizeof(float));
+            int lda = ta ? M : K, ldb = tb ? K : N;
+            trm_gemm_cpu(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N, 2, 1);
+            double worst_r = 0, worst_u = 0;
+            for (int m = 0; m < M; m++)
+                for (int n = 0; n < N; n++) {
+                    double sr = 0, su = 0;
+                    for (int k = 0; k < K; k++) {
+                        float a = ta ? A[(size_t)k * lda + m] : A[(size_t)m * lda + k];
+                        float b = tb ? B[(size_t)n * ldb + k] : B[(size_t)k * ldb + n];
+                        sr += (double)round_bf16(a) * round_bf16(b);
+                        su += (double)a * b;
+                    }
+                    double c = C[(size_t)m * N + n];
+                    if (fabs(c - sr) > worst_r) worst_r = fabs(c - sr);
+                    if (fabs(c - su) > worst_u) worst_u = fabs(c - su);
+                }
+            ck_assert_msg(worst_r < 1e-4, "bf16 gemm ta=%d tb=%d: %g from the rounded operands' product", ta, tb, worst_r);
+            ck_assert_msg(worst_u > 1e-3, "bf16 gemm ta=%d tb=%d: operands not rounded (%g)", ta, tb, worst_u);
+            free(A), free(B), free(C);
+        }
 }
 END_TEST
 
@@ -1220,6 +1262,7 @@ static Suite *backend_cpu_suite(void) {
     tcase_add_test(tc, test_memory);
     tcase_add_test(tc, test_gemm);
     tcase_add_test(tc, test_gemm_threads_bitwise);
+    tcase_add_test(tc, test_gemm_bf16_products);
     tcase_add_test(tc, test_add_axpy_transpose);
     tcase_add_test(tc, test_rmsnorm);
     tcase_add_test(tc, test_swiglu);

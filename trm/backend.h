@@ -26,6 +26,7 @@ typedef struct {
 #else
 #define TRM_CPU_DISTRIBUTED 0
 #endif
+/* cpu: bf16 where the CPU has AVX512-BF16 (trm_cpu_caps_here) */
 #define TRM_CAPS_CPU {.compile = 0, .distributed = TRM_CPU_DISTRIBUTED, .bf16 = 0, .unified_memory = 1}
 #define TRM_CAPS_CUDA {.compile = 1, .distributed = 1, .bf16 = 1, .unified_memory = 0}
 #define TRM_CAPS_MPS {.compile = 0, .distributed = 0, .bf16 = 0, .unified_memory = 1}
@@ -203,6 +204,9 @@ typedef struct {
     /* device=auto takes this backend only when this is > 0 (NULL: when probe is): mps skips
      * CPU-type Vulkan devices, which are far slower than the cpu backend. */
     int (*probe_auto)(char *desc, size_t desc_len);
+    /* The capabilities on this machine where they depend on it (NULL: `caps` as they are): the
+     * cpu backend has bf16 only on CPUs with AVX512-BF16. */
+    void (*caps_here)(trm_caps *caps);
 } trm_backend_entry;
 
 const trm_backend_entry *trm_backend_find(const char *name);
@@ -212,6 +216,7 @@ int trm_backend_count(void);
 const trm_backend_entry *trm_backend_at(int i);
 
 trm_backend *trm_cpu_backend_create(int index, trm_err *e);
+void trm_cpu_caps_here(trm_caps *caps);
 /* Wraps a backend so that every op is timed; the table is printed on destroy (TRM_PROFILE=1). */
 trm_backend *trm_profile_wrap(trm_backend *inner);
 

@@ -174,14 +174,16 @@ static int own_gemm(void) {
     return trm_gemm_cpu_available() && !(e && !strcmp(e, "blas"));
 }
 
+/* bf16: both operands rounded to bf16, fp32 sums (forward_dtype=bfloat16; the policy only sets
+ * it where trm_gemm_cpu_bf16() says the CPU can). */
 static void sgemm1(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                   const float *B, int ldb, float beta, float *C, int ldc) {
+                   const float *B, int ldb, float beta, float *C, int ldc, int bf16) {
     if (K <= 0 || alpha == 0.0f) {
         scale_matrix(C, M, N, ldc, beta);
         return;
     }
     if (own_gemm()) { /* one thread inside a parallel region, all of them outside */
-        trm_gemm_cpu(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, in_parallel() ? 1 : max_threads());
+        trm_gemm_cpu(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, in_parallel() ? 1 : max_threads(), bf16);
         return;
     }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
@@ -200,12 +202,12 @@ static void cpu_gemm(trm_backend *be, int ta, int tb, int M, int N, int K, float
 #pragma omp parallel for schedule(dynamic)
         for (int i = 0; i < batch; i++)
             sgemm1(ta, tb, M, N, K, alpha, A + i * sA, lda, B + i * sB, ldb, beta, C + i * sC,
-                   ldc);
+                   ldc, be->use_bf16);
         return;
     }
     /* Outside any parallel region, so BLAS threads each product itself. */
     for (int i = 0; i < batch; i++)
-        sgemm1(ta, tb, M, N, K, alpha, A + i * sA, lda, B + i * sB, ldb, beta, C + i * sC, ldc);
+        sgemm1(ta, tb, M, N, K, alpha, A + i * sA, lda, B + i * sB, ldb, beta, C + i * sC, ldc, be->use_bf16);
 }
 
 /* ---- elementwise --------------------------------------------------------------------- */
@@ -385,6 +387,7 @@ typedef struct {
     size_t ld;   /* row stride of qkv / dqkv: 3·H·hd */
     size_t ldo;  /* row stride of out / dout: H·hd */
     float scale; /* 1/√hd */
+    int bf16;    /* products in bf16 (forward_dtype=bfloat16) */
 } att_dims;
 
 static void softmax_rows(float *S, float *lse, int nb, int T) {
@@ -409,10 +412,10 @@ static void att_fwd_block(const att_dims *d, float *out, float *lse, const float
     const float *Q = qkv + (size_t)i0 * d->ld + (size_t)h * hd;
     const float *K = qkv + (size_t)(d->H + h) * hd;
     const float *V = qkv + (size_t)(2 * d->H + h) * hd;
-    sgemm1(0, 1, nb, T, hd, d->scale, Q, (int)d->ld, K, (int)d->ld, 0.0f, S, T);
+    sgemm1(0, 1, nb, T, hd, d->scale, Q, (int)d->ld, K, (int)d->ld, 0.0f, S, T, d->bf16);
     softmax_rows(S, lse + i0, nb, T);
     sgemm1(0, 0, nb, hd, T, 1.0f, S, T, V, (int)d->ld, 0.0f,
-           out + (size_t)i0 * d->ldo + (size_t)h * hd, (int)d->ldo);
+           out + (size_t)i0 * d->ldo + (size_t)h * hd, (int)d->ldo, d->bf16);
 }
 
 static void att_fwd_task(const att_dims *d, float *out, float *lse, const float *qkv, int k,
@@ -425,7 +428,7 @@ static void att_fwd_task(const att_dims *d, float *out, float *lse, const float 
 static void cpu_attention_fwd(trm_backend *be, float *out, float *lse, const float *qkv, int B,
                               int T, int H, int hd) {
     if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
-    att_dims d = {T, H, hd, (size_t)3 * H * hd, (size_t)H * hd, 1.0f / sqrtf((float)hd)};
+    att_dims d = {T, H, hd, (size_t)3 * H * hd, (size_t)H * hd, 1.0f / sqrtf((float)hd), be->use_bf16};
     int nqb = (T + ATT_QB - 1) / ATT_QB, tasks = B * H * nqb, nt = max_threads();
     size_t per = (size_t)ATT_QB * T;
     float *S = scratch(be, per * nt);
@@ -451,13 +454,13 @@ static void att_bwd_head(const att_dims *d, float *dqkv, const float *dout, cons
         const float *Q = qkv + (size_t)i0 * ld + (size_t)h * hd;
         const float *dO = dout + (size_t)i0 * ldo + (size_t)h * hd;
         const float *O = out + (size_t)i0 * ldo + (size_t)h * hd;
-        sgemm1(0, 1, nb, T, hd, d->scale, Q, ld, K, ld, 0.0f, P, T);
+        sgemm1(0, 1, nb, T, hd, d->scale, Q, ld, K, ld, 0.0f, P, T, d->bf16);
         for (int i = 0; i < nb; i++) {
             float *row = P + (size_t)i * T;
             exp_affine(row, row, T, 1.0f, -lse[i0 + i]);
         }
-        sgemm1(1, 0, T, hd, nb, 1.0f, P, T, dO, ldo, beta, dV, ld);
-        sgemm1(0, 1, nb, T, hd, 1.0f, dO, ldo, V, ld, 0.0f, dP, T);
+        sgemm1(1, 0, T, hd, nb, 1.0f, P, T, dO, ldo, beta, dV, ld, d->bf16);
+        sgemm1(0, 1, nb, T, hd, 1.0f, dO, ldo, V, ld, 0.0f, dP, T, d->bf16);
         for (int i = 0; i < nb; i++) {
             const float *o = O + (size_t)i * ldo, *g = dO + (size_t)i * ldo;
             float dr = 0.0f;
@@ -468,8 +471,8 @@ static void att_bwd_head(const att_dims *d, float *dqkv, const float *dout, cons
             for (int j = 0; j < T; j++) ds[j] = p[j] * (ds[j] - dr);
         }
         float *dQ = dqkv + (size_t)i0 * ld + (size_t)h * hd;
-        sgemm1(0, 0, nb, hd, T, d->scale, dP, T, K, ld, 0.0f, dQ, ld);
-        sgemm1(1, 0, T, hd, nb, d->scale, dP, T, Q, ld, beta, dK, ld);
+        sgemm1(0, 0, nb, hd, T, d->scale, dP, T, K, ld, 0.0f, dQ, ld, d->bf16);
+        sgemm1(1, 0, T, hd, nb, d->scale, dP, T, Q, ld, beta, dK, ld, d->bf16);
     }
 }
 
@@ -484,7 +487,7 @@ static void att_bwd_task(const att_dims *d, float *dqkv, const float *dout, cons
 static void cpu_attention_bwd(trm_backend *be, float *dqkv, const float *dout, const float *qkv,
                               const float *out, const float *lse, int B, int T, int H, int hd) {
     if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
-    att_dims d = {T, H, hd, (size_t)3 * H * hd, (size_t)H * hd, 1.0f / sqrtf((float)hd)};
+    att_dims d = {T, H, hd, (size_t)3 * H * hd, (size_t)H * hd, 1.0f / sqrtf((float)hd), be->use_bf16};
     int tasks = B * H, nt = max_threads();
     size_t per = (size_t)2 * ATT_QB * T;
     float *buf = scratch(be, per * nt);
@@ -891,6 +894,8 @@ static void cpu_allgather(trm_backend *be, const void *send, void *recv, size_t 
 }
 #endif
 
+void trm_cpu_caps_here(trm_caps *caps) { caps->bf16 = own_gemm() && trm_gemm_cpu_bf16(); }
+
 int trm_cpu_probe(char *desc, size_t desc_len);
 int trm_cpu_probe(char *desc, size_t desc_len) {
     if (desc && desc_len) {
@@ -913,6 +918,7 @@ trm_backend *trm_cpu_backend_create(int index, trm_err *e) {
     trm_backend *be = xcalloc(1, sizeof *be);
     be->name = "cpu";
     be->caps = (trm_caps)TRM_CAPS_CPU;
+    trm_cpu_caps_here(&be->caps);
     be->ctx = xcalloc(1, sizeof(cpu_ctx));
     be->destroy = cpu_destroy;
     be->alloc = cpu_alloc;

@@ -21,12 +21,12 @@ int trm_mps_probe_auto(char *desc, size_t desc_len);
 #endif
 
 static const trm_backend_entry registry[] = {
-    {"cpu", TRM_CAPS_CPU, trm_cpu_backend_create, trm_cpu_probe, NULL},
+    {"cpu", TRM_CAPS_CPU, trm_cpu_backend_create, trm_cpu_probe, NULL, trm_cpu_caps_here},
 #ifdef TRM_HAVE_CUDA
-    {"cuda", TRM_CAPS_CUDA, trm_cuda_backend_create, trm_cuda_probe, NULL},
+    {"cuda", TRM_CAPS_CUDA, trm_cuda_backend_create, trm_cuda_probe, NULL, NULL},
 #endif
 #ifdef TRM_HAVE_VULKAN
-    {"mps", TRM_CAPS_MPS, trm_mps_backend_create, trm_mps_probe, trm_mps_probe_auto},
+    {"mps", TRM_CAPS_MPS, trm_mps_backend_create, trm_mps_probe, trm_mps_probe_auto, NULL},
 #endif
 };
 

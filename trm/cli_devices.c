@@ -25,12 +25,13 @@ int cmd_devices(int argc, char **argv, const trm_globals *g) {
             uint64_t mem = trm_host_memory_bytes();
             if (mem) printf("        memory: %.1f GiB\n", (double)mem / (1024.0 * 1024.0 * 1024.0));
         }
-        const char *engine = !be->caps.distributed ? (strcmp(be->name, "cpu") ? "" : " (needs the MPI build)")
+        trm_caps caps = be->caps;
+        if (be->caps_here) be->caps_here(&caps);
+        const char *engine = !caps.distributed ? (strcmp(be->name, "cpu") ? "" : " (needs the MPI build)")
                              : !strcmp(be->name, "cuda") ? " (NCCL, loaded at run time)"
                                                          : " (MPI)";
         printf("        capabilities: compile %s, distributed %s%s, bf16 %s, unified memory %s\n",
-               yn(be->caps.compile), yn(be->caps.distributed), engine, yn(be->caps.bf16),
-               yn(be->caps.unified_memory));
+               yn(caps.compile), yn(caps.distributed), engine, yn(caps.bf16), yn(caps.unified_memory));
     }
     /* which build has a backend this one lacks */
     static const char *const known[][2] = {

@@ -59,7 +59,9 @@ int trm_device_choose(const char *spec, const trm_device_request *req, trm_devic
             return trm_errf(e, "device=%s: only %d %s device(s) present", spec, ndev, name);
         snprintf(out->why, sizeof out->why, "device=%s: %s (%s)", spec, name, desc);
     }
-    return trm_device_policy(out->entry->name, &out->entry->caps, req, &out->compile, &out->bf16, warn, e);
+    trm_caps caps = out->entry->caps;
+    if (out->entry->caps_here) out->entry->caps_here(&caps);
+    return trm_device_policy(out->entry->name, &caps, req, &out->compile, &out->bf16, warn, e);
 }
 
 int trm_device_policy(const char *name, const trm_caps *c, const trm_device_request *req, int *compile, int *bf16,

@@ -4,7 +4,9 @@
  * OpenBLAS threads them poorly (it scaled from 8 to 16 threads by 1.25x on the device host and
  * slows down on two threads for the mlp_t shapes); here every thread owns whole output blocks,
  * packs its own operands and never waits for another, and each output element is summed in
- * the same order whatever the thread count, so results do not depend on OMP_NUM_THREADS. */
+ * the same order whatever the thread count, so results do not depend on OMP_NUM_THREADS. With
+ * bf16 (forward_dtype=bfloat16 on a CPU with AVX512-BF16) both operands are rounded to bf16 as
+ * they are packed and summed in fp32, as the cuda backend's tensor cores do. */
 #include "gemm_cpu.h"
 
 #include <stdint.h>
@@ -46,21 +48,8 @@ static void store_tile(float *C, int ldc, const float *acc, int ld_acc, int mr, 
 
 /* ---- micro-kernels: acc[MR][NR] = Ap (k-major, MR per k) · Bp (k-major, NR per k) ---- */
 
-__attribute__((target("avx512f,fma"))) static void kernel_avx512(int kc, const float *Ap, const float *Bp, float *C,
-                                                                   int ldc, int mr, int nr, float alpha, float beta,
-                                                                   int first) {
-    __m512 c[12][2];
-    for (int i = 0; i < 12; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
-    for (int k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_loadu_ps(Bp + k * 32), b1 = _mm512_loadu_ps(Bp + k * 32 + 16);
-        const float *a = Ap + k * 12;
-#pragma GCC unroll 12
-        for (int i = 0; i < 12; i++) {
-            __m512 ai = _mm512_set1_ps(a[i]);
-            c[i][0] = _mm512_fmadd_ps(ai, b0, c[i][0]);
-            c[i][1] = _mm512_fmadd_ps(ai, b1, c[i][1]);
-        }
-    }
+__attribute__((target("avx512f"))) static inline void store_12x32(__m512 c[12][2], float *C, int ldc, int mr, int nr,
+                                                                  float alpha, float beta, int first) {
     if (mr == 12 && nr == 32) {
         __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
         int scale_old = first && beta != 1.0f, read_old = !first || beta != 0.0f;
@@ -79,6 +68,44 @@ __attribute__((target("avx512f,fma"))) static void kernel_avx512(int kc, const f
     float acc[12 * 32];
     for (int i = 0; i < 12; i++) _mm512_storeu_ps(acc + i * 32, c[i][0]), _mm512_storeu_ps(acc + i * 32 + 16, c[i][1]);
     store_tile(C, ldc, acc, 32, mr, nr, alpha, beta, first);
+}
+
+__attribute__((target("avx512f,fma"))) static void kernel_avx512(int kc, const float *Ap, const float *Bp, float *C,
+                                                                   int ldc, int mr, int nr, float alpha, float beta,
+                                                                   int first) {
+    __m512 c[12][2];
+    for (int i = 0; i < 12; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
+    for (int k = 0; k < kc; k++) {
+        __m512 b0 = _mm512_loadu_ps(Bp + k * 32), b1 = _mm512_loadu_ps(Bp + k * 32 + 16);
+        const float *a = Ap + k * 12;
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) {
+            __m512 ai = _mm512_set1_ps(a[i]);
+            c[i][0] = _mm512_fmadd_ps(ai, b0, c[i][0]);
+            c[i][1] = _mm512_fmadd_ps(ai, b1, c[i][1]);
+        }
+    }
+    store_12x32(c, C, ldc, mr, nr, alpha, beta, first);
+}
+
+/* bf16 operands (pairs of k packed in 32 bits), fp32 sums: VDPBF16PS takes two k a lane. */
+__attribute__((target("avx512f,avx512bf16"))) static void kernel_avx512bf16(int kc, const float *Apf, const float *Bpf,
+                                                                          float *C, int ldc, int mr, int nr,
+                                                                          float alpha, float beta, int first) {
+    const uint32_t *Ap = (const uint32_t *)Apf, *Bp = (const uint32_t *)Bpf;
+    __m512 c[12][2];
+    for (int i = 0; i < 12; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
+    for (int p = 0; p < (kc + 1) / 2; p++) {
+        __m512bh b0 = (__m512bh)_mm512_loadu_si512(Bp + p * 32), b1 = (__m512bh)_mm512_loadu_si512(Bp + p * 32 + 16);
+        const uint32_t *a = Ap + p * 12;
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) {
+            __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[i]);
+            c[i][0] = _mm512_dpbf16_ps(c[i][0], ai, b0);
+            c[i][1] = _mm512_dpbf16_ps(c[i][1], ai, b1);
+        }
+    }
+    store_12x32(c, C, ldc, mr, nr, alpha, beta, first);
 }
 
 __attribute__((target("avx2,fma"))) static void kernel_avx2(int kc, const float *Ap, const float *Bp, float *C, int ldc,
@@ -103,7 +130,7 @@ __attribute__((target("avx2,fma"))) static void kernel_avx2(int kc, const float 
 typedef void (*ukernel)(int, const float *, const float *, float *, int, int, int, float, float, int);
 
 typedef struct {
-    ukernel fn;
+    ukernel fn, bf16; /* bf16: NULL where the CPU has no AVX512-BF16 */
     int mr, nr;
 } arch;
 
@@ -111,8 +138,9 @@ typedef struct {
 static arch pick_arch(void) {
     __builtin_cpu_init();
     const char *e = getenv("TRM_CPU_GEMM");
-    if (__builtin_cpu_supports("avx512f") && !(e && !strcmp(e, "avx2"))) return (arch){kernel_avx512, 12, 32};
-    return (arch){kernel_avx2, 6, 16};
+    if (__builtin_cpu_supports("avx512f") && !(e && !strcmp(e, "avx2")))
+        return (arch){kernel_avx512, __builtin_cpu_supports("avx512bf16") ? kernel_avx512bf16 : NULL, 12, 32};
+    return (arch){kernel_avx2, NULL, 6, 16};
 }
 
 /* ---- packing (zero padding past the edges, so kernels never branch on them) ---- */
@@ -158,6 +186,51 @@ static void pack_b_panel(float *dst, const gemm_job *j, int q, int k0, int kc, i
     }
 }
 
+/* fp32 → bf16, round to nearest even (NaN stays NaN), as the cuda backend's operands. */
+static uint32_t to_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+/* A run of kc values with stride `st` as kc/2 (rounded up) bf16 pairs, the odd one padded. */
+static void pack_pairs(uint32_t *d, size_t dstride, const float *src, size_t st, int kc) {
+    for (int p = 0; p < kc / 2; p++)
+        d[(size_t)p * dstride] = to_bf16(src[(size_t)(2 * p) * st]) | to_bf16(src[(size_t)(2 * p + 1) * st]) << 16;
+    if (kc & 1) d[(size_t)(kc / 2) * dstride] = to_bf16(src[(size_t)(kc - 1) * st]);
+}
+
+static void pack_a_bf16(uint32_t *dst, const gemm_job *j, int m0, int mc, int k0, int kc, int mr) {
+    int kp = (kc + 1) / 2;
+    for (int p = 0; p < mc; p += mr) {
+        int rows = mc - p < mr ? mc - p : mr;
+        uint32_t *d = dst + (size_t)p * kp;
+        for (int i = 0; i < rows; i++) {
+            size_t m = (size_t)(m0 + p + i);
+            if (j->ta)
+                pack_pairs(d + i, (size_t)mr, j->A + (size_t)k0 * j->lda + m, (size_t)j->lda, kc);
+            else
+                pack_pairs(d + i, (size_t)mr, j->A + m * j->lda + k0, 1, kc);
+        }
+        for (int i = rows; i < mr; i++)
+            for (int q = 0; q < kp; q++) d[(size_t)q * mr + i] = 0;
+    }
+}
+
+static void pack_b_panel_bf16(uint32_t *dst, const gemm_job *j, int q, int k0, int kc, int nr) {
+    int n0 = q * nr, cols = j->N - n0 < nr ? j->N - n0 : nr, kp = (kc + 1) / 2;
+    for (int c = 0; c < cols; c++) {
+        size_t n = (size_t)(n0 + c);
+        if (j->tb)
+            pack_pairs(dst + c, (size_t)nr, j->B + n * j->ldb + k0, 1, kc);
+        else
+            pack_pairs(dst + c, (size_t)nr, j->B + (size_t)k0 * j->ldb + n, (size_t)j->ldb, kc);
+    }
+    for (int c = cols; c < nr; c++)
+        for (int p = 0; p < kp; p++) dst[(size_t)p * nr + c] = 0;
+}
+
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
 /* op(B) is packed once per call, in parallel, and shared by every thread (packing it per output
@@ -170,8 +243,13 @@ typedef struct {
     const gemm_job *j;
     const arch *a;
     int mc, nc, mb, nb, npad; /* npad: N rounded up to whole panels */
+    int bf;                   /* bf16 operands: k in pairs, 32 bits a pair */
     float *bp;
 } plan;
+
+/* Packed words per k of a block of kc, and the offset of the block starting at k0. */
+static int kwords(const plan *pl, int kc) { return pl->bf ? (kc + 1) / 2 : kc; }
+static size_t kbase(const plan *pl, int k0) { return (size_t)(pl->bf ? k0 / 2 : k0) * pl->npad; }
 
 static void pack_b_chunk(const plan *pl, int kc0, int klen) {
     const gemm_job *j = pl->j;
@@ -179,7 +257,11 @@ static void pack_b_chunk(const plan *pl, int kc0, int klen) {
 #pragma omp for schedule(static)
     for (int t = 0; t < nkb * panels; t++) {
         int kb = t / panels, q = t % panels, k0 = kb * KC, kc = klen - k0 < KC ? klen - k0 : KC;
-        pack_b_panel(pl->bp + (size_t)k0 * pl->npad + (size_t)q * nr * kc, j, q, kc0 + k0, kc, nr);
+        float *d = pl->bp + kbase(pl, k0) + (size_t)q * nr * kwords(pl, kc);
+        if (pl->bf)
+            pack_b_panel_bf16((uint32_t *)d, j, q, kc0 + k0, kc, nr);
+        else
+            pack_b_panel(d, j, q, kc0 + k0, kc, nr);
     }
 }
 
@@ -188,11 +270,16 @@ static void run_block(const plan *pl, int m0, int mc, int n0, int nc, int kc0, i
     const arch *a = pl->a;
     for (int k0 = 0; k0 < klen; k0 += KC) {
         int kc = klen - k0 < KC ? klen - k0 : KC;
-        pack_a(ap, j, m0, mc, kc0 + k0, kc, a->mr);
-        const float *bk = pl->bp + (size_t)k0 * pl->npad;
+        int kw = kwords(pl, kc);
+        if (pl->bf)
+            pack_a_bf16((uint32_t *)ap, j, m0, mc, kc0 + k0, kc, a->mr);
+        else
+            pack_a(ap, j, m0, mc, kc0 + k0, kc, a->mr);
+        const float *bk = pl->bp + kbase(pl, k0);
+        ukernel fn = pl->bf ? a->bf16 : a->fn;
         for (int q = 0; q < nc; q += a->nr)
             for (int p = 0; p < mc; p += a->mr)
-                a->fn(kc, ap + (size_t)p * kc, bk + (size_t)(n0 + q) * kc, j->C + (size_t)(m0 + p) * j->ldc + n0 + q,
+                fn(kc, ap + (size_t)p * kw, bk + (size_t)(n0 + q) * kw, j->C + (size_t)(m0 + p) * j->ldc + n0 + q,
                       j->ldc, mc - p < a->mr ? mc - p : a->mr, nc - q < a->nr ? nc - q : a->nr, j->alpha, j->beta,
                       kc0 + k0 == 0);
     }
@@ -216,10 +303,10 @@ static void choose_blocks(int M, int N, int threads, const arch *a, int *mc, int
 }
 
 void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
-                  float beta, float *C, int ldc, int threads) {
+                  float beta, float *C, int ldc, int threads, int bf16) {
     arch arch_here = pick_arch(); /* a feature bit test: cheaper than keeping it anywhere */
     gemm_job j = {ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C};
-    plan pl = {&j, &arch_here, 0, 0, 0, 0, round_up(N, arch_here.nr), NULL};
+    plan pl = {&j, &arch_here, 0, 0, 0, 0, round_up(N, arch_here.nr), bf16 && arch_here.bf16, NULL};
     choose_blocks(M, N, threads, &arch_here, &pl.mc, &pl.nc);
     pl.mb = (M + pl.mc - 1) / pl.mc, pl.nb = (N + pl.nc - 1) / pl.nc;
     int kchunk = K;
@@ -255,15 +342,18 @@ void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float 
 }
 
 int trm_gemm_cpu_available(void) { return 1; }
+int trm_gemm_cpu_bf16(void) { return pick_arch().bf16 != NULL; }
 
 #else /* not x86-64: the BLAS does every product */
 
 void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
-                  float beta, float *C, int ldc, int threads) {
+                  float beta, float *C, int ldc, int threads, int bf16) {
+    (void)bf16;
     (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb, (void)beta;
     (void)C, (void)ldc, (void)threads;
     abort();
 }
 int trm_gemm_cpu_available(void) { return 0; }
+int trm_gemm_cpu_bf16(void) { return 0; }
 
 #endif
