@@ -194,11 +194,24 @@ static uint32_t to_bf16(float x) {
     return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
 }
 
-/* A run of kc values with stride `st` as kc/2 (rounded up) bf16 pairs, the odd one padded. */
-static void pack_pairs(uint32_t *d, size_t dstride, const float *src, size_t st, int kc) {
-    for (int p = 0; p < kc / 2; p++)
-        d[(size_t)p * dstride] = to_bf16(src[(size_t)(2 * p) * st]) | to_bf16(src[(size_t)(2 * p + 1) * st]) << 16;
-    if (kc & 1) d[(size_t)(kc / 2) * dstride] = to_bf16(src[(size_t)(kc - 1) * st]);
+static uint32_t pair_bf16(float lo, float hi) { return to_bf16(lo) | to_bf16(hi) << 16; }
+
+/* Rows (or columns) whose k runs along memory: each pair is two neighbours. */
+static void pack_pairs_run(uint32_t *d, size_t dstride, const float *src, int kc) {
+    for (int p = 0; p < kc / 2; p++) d[(size_t)p * dstride] = pair_bf16(src[2 * p], src[2 * p + 1]);
+    if (kc & 1) d[(size_t)(kc / 2) * dstride] = to_bf16(src[kc - 1]);
+}
+
+/* k across rows of memory: each pair of rows is read along its length, `width` values. */
+static void pack_pairs_rows(uint32_t *d, size_t dstride, const float *src, size_t ld, int kc, int width) {
+    for (int p = 0; p < (kc + 1) / 2; p++) {
+        const float *r0 = src + (size_t)(2 * p) * ld, *r1 = r0 + ld;
+        uint32_t *o = d + (size_t)p * dstride;
+        if (2 * p + 1 < kc)
+            for (int x = 0; x < width; x++) o[x] = pair_bf16(r0[x], r1[x]);
+        else
+            for (int x = 0; x < width; x++) o[x] = to_bf16(r0[x]);
+    }
 }
 
 static void pack_a_bf16(uint32_t *dst, const gemm_job *j, int m0, int mc, int k0, int kc, int mr) {
@@ -206,29 +219,24 @@ static void pack_a_bf16(uint32_t *dst, const gemm_job *j, int m0, int mc, int k0
     for (int p = 0; p < mc; p += mr) {
         int rows = mc - p < mr ? mc - p : mr;
         uint32_t *d = dst + (size_t)p * kp;
-        for (int i = 0; i < rows; i++) {
-            size_t m = (size_t)(m0 + p + i);
-            if (j->ta)
-                pack_pairs(d + i, (size_t)mr, j->A + (size_t)k0 * j->lda + m, (size_t)j->lda, kc);
-            else
-                pack_pairs(d + i, (size_t)mr, j->A + m * j->lda + k0, 1, kc);
-        }
-        for (int i = rows; i < mr; i++)
-            for (int q = 0; q < kp; q++) d[(size_t)q * mr + i] = 0;
+        if (j->ta)
+            pack_pairs_rows(d, (size_t)mr, j->A + (size_t)k0 * j->lda + m0 + p, (size_t)j->lda, kc, rows);
+        else
+            for (int i = 0; i < rows; i++)
+                pack_pairs_run(d + i, (size_t)mr, j->A + (size_t)(m0 + p + i) * j->lda + k0, kc);
+        for (int q = 0; q < kp; q++)
+            for (int i = rows; i < mr; i++) d[(size_t)q * mr + i] = 0;
     }
 }
 
 static void pack_b_panel_bf16(uint32_t *dst, const gemm_job *j, int q, int k0, int kc, int nr) {
     int n0 = q * nr, cols = j->N - n0 < nr ? j->N - n0 : nr, kp = (kc + 1) / 2;
-    for (int c = 0; c < cols; c++) {
-        size_t n = (size_t)(n0 + c);
-        if (j->tb)
-            pack_pairs(dst + c, (size_t)nr, j->B + n * j->ldb + k0, 1, kc);
-        else
-            pack_pairs(dst + c, (size_t)nr, j->B + (size_t)k0 * j->ldb + n, (size_t)j->ldb, kc);
-    }
-    for (int c = cols; c < nr; c++)
-        for (int p = 0; p < kp; p++) dst[(size_t)p * nr + c] = 0;
+    if (j->tb)
+        for (int c = 0; c < cols; c++) pack_pairs_run(dst + c, (size_t)nr, j->B + (size_t)(n0 + c) * j->ldb + k0, kc);
+    else
+        pack_pairs_rows(dst, (size_t)nr, j->B + (size_t)k0 * j->ldb + n0, (size_t)j->ldb, kc, cols);
+    for (int p = 0; p < kp; p++)
+        for (int c = cols; c < nr; c++) dst[(size_t)p * nr + c] = 0;
 }
 
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
