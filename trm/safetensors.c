@@ -436,6 +436,9 @@ void st_close(st_file *f) {
     }
     free(f->tensors);
     free(f->meta);
+    for (int i = 0; i < f->nowned; i++)
+        free(f->owned[i]);
+    free(f->owned);
     trm_mmap_close(&f->map);
     memset(f, 0, sizeof *f);
 }

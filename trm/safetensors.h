@@ -28,6 +28,8 @@ typedef struct {
     st_tensor *tensors;
     int nmeta;
     st_meta_kv *meta;
+    int nowned;    /* buffers tensors point into besides the mapping (a torch.save file's */
+    void **owned;  /* inflated members and gathered views, torch_pt.c); freed by st_close */
 } st_file;
 
 /* Opens and validates (header bounds, JSON, dtype, shape×size = span, offsets in range and
