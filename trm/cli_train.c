@@ -10,34 +10,13 @@
 #include "device.h"
 #include "dist.h"
 #include "evaluators.h"
+#include "interop.h"
 #include "json.h"
 #include "launch.h"
 #include "safetensors.h"
+#include "torch_pt.h"
 #include "train.h"
 
-/* Keys the reference's users add with `+key=v`; trm also accepts them without the `+`. */
-static int is_optional_key(const char *ov) {
-    static const char *const keys[] = {"project_name=", "run_name=", "load_checkpoint=", "checkpoint_path=",
-                                       "resume=", "eval_save_outputs=", "stop_after_steps="};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if (!strncmp(ov, keys[i], strlen(keys[i]))) return 1;
-    return 0;
-}
-
-static char **normalise_overrides(char **ov, int n) {
-    char **out = xcalloc((size_t)n + 1, sizeof *out);
-    for (int i = 0; i < n; i++) {
-        const char *w = ov[i];
-        while (*w == '+') w++;
-        out[i] = is_optional_key(w) ? xasprintf("++%s", w) : xstrdup(ov[i]);
-    }
-    return out;
-}
-
-static void free_strs(char **s, int n) {
-    for (int i = 0; i < n; i++) free(s[i]);
-    free(s);
-}
 
 static char *dirname_of(const char *p) {
     const char *s = strrchr(p, '/');
@@ -53,6 +32,7 @@ static cfg_node *config_from_checkpoint(const char *ckpt, const cfg_search *sear
     free(name);
     free(yaml);
     if (!cfg) return NULL;
+    cfg_coerce_floats(cfg, search->float_keys);
     for (int i = 0; i < n; i++)
         if (cfg_apply_override(cfg, search, ov[i], e)) {
             cfg_free(cfg);
@@ -137,7 +117,7 @@ static int refuse_device_early(int argc, char **argv, const trm_globals *g, trm_
         free(raw_ov);
         return 0;
     }
-    char **ov = normalise_overrides(raw_ov, n);
+    char **ov = trm_normalise_overrides(raw_ov, n);
     free(raw_ov);
     cfg_node *cfg = cfg_compose(&g->search, cfg_name ? cfg_name : "cfg_pretrain", n, ov, &ignore);
     if (cfg && cfg_get_str(cfg, "device", &dev, 1, &ignore) == 0 && dev) {
@@ -154,7 +134,7 @@ static int refuse_device_early(int argc, char **argv, const trm_globals *g, trm_
         if (caps && trm_device_policy(name, caps, &req, &compile, &bf16, NULL, e)) rc = -1;
     }
     cfg_free(cfg);
-    free_strs(ov, n);
+    trm_free_strs(ov, n);
     return rc;
 }
 
@@ -206,7 +186,7 @@ int cmd_pretrain(int argc, char **argv, const trm_globals *g) {
         free(raw_ov);
         return 2;
     }
-    char **ov = normalise_overrides(raw_ov, n);
+    char **ov = trm_normalise_overrides(raw_ov, n);
     free(raw_ov);
     cfg_node *cfg = cfg_compose(&g->search, cfg_name ? cfg_name : "cfg_pretrain", n, ov, &e);
     char *resume_path = NULL;
@@ -237,7 +217,7 @@ int cmd_pretrain(int argc, char **argv, const trm_globals *g) {
 out:
     cfg_free(cfg);
     free(resume_path);
-    free_strs(ov, n);
+    trm_free_strs(ov, n);
     return rc;
 }
 
@@ -246,10 +226,10 @@ out:
  * ------------------------------------------------------------------------------------- */
 
 typedef struct {
-    const char *checkpoint, *data, *split, *output;
+    const char *checkpoint, *data, *split, *output, *cfg_name;
     const char **inputs;
     int ninputs, json;
-    int64_t batch_size;
+    int64_t batch_size, seq_len;
     char **overrides;
     int noverrides;
 } gen_args;
@@ -273,7 +253,11 @@ static int parse_gen_args(int argc, char **argv, gen_args *a, trm_err *e) {
             if (!v) return -1;
             a->batch_size = strtoll(v, &end, 10);
             if (*end || a->batch_size < 1) return trm_errf(e, "--batch-size: expected a positive integer, got '%s'", v);
+        } else if (!strcmp(w, "--seq-len")) {
+            if (trm_parse_i64(w, VAL(w), &a->seq_len, e)) return -1;
+            if (a->seq_len < 1) return trm_errf(e, "--seq-len: expected a positive integer");
         } else if (!strcmp(w, "--json")) a->json = 1;
+        else if (!strncmp(w, "cfg=", 4)) a->cfg_name = w + 4;
         else if (w[0] != '-' && strchr(w, '=')) a->overrides[a->noverrides++] = argv[i];
         else return trm_errf(e, "unexpected argument '%s' (see trm help generate)", w);
 #undef VAL
@@ -281,17 +265,6 @@ static int parse_gen_args(int argc, char **argv, gen_args *a, trm_err *e) {
     if (!a->checkpoint) return trm_errf(e, "--checkpoint FILE is required");
     if (!a->data && !a->ninputs) return trm_errf(e, "give --data DIR or --input TEXT");
     return 0;
-}
-
-static int meta_int(const char *ckpt, const char *key, int64_t *out, trm_err *e) {
-    st_file f;
-    if (st_open(&f, ckpt, e)) return -1;
-    const char *v = st_meta_get(&f, key);
-    int rc = 0;
-    if (!v) rc = trm_errf(e, "%s: metadata '%s' missing (not written by trm pretrain?)", ckpt, key);
-    else *out = strtoll(v, NULL, 10);
-    st_close(&f);
-    return rc;
 }
 
 /* Token conventions of SPEC §7 for typed puzzles, chosen from the text itself:
@@ -414,8 +387,12 @@ static int run_inputs(trm_model *m, const gen_args *a, trm_err *e) {
 
 static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
     int rc = -1;
-    cfg_node *cfg = config_from_checkpoint(a->checkpoint, &g->search, a->overrides, a->noverrides, e);
+    char **ov = trm_normalise_overrides(a->overrides, a->noverrides), *source = NULL;
+    cfg_node *cfg = trm_weights_config(a->checkpoint, &g->search, a->cfg_name, a->noverrides, ov, &source, e);
+    trm_free_strs(ov, a->noverrides);
     if (!cfg) return -1;
+    fprintf(stderr, "config: %s\n", source);
+    free(source);
     trm_run_config rc_;
     trm_dataset d;
     int have_data = 0;
@@ -427,17 +404,17 @@ static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
     memset(&d, 0, sizeof d);
     if (trm_run_config_read(&rc_, cfg, e)) goto out_cfg;
     trm_dataset_meta meta = {0};
-    int64_t v = 0;
-    if (meta_int(a->checkpoint, "model.seq_len", &v, e)) goto out;
-    meta.seq_len = v;
-    if (meta_int(a->checkpoint, "model.vocab_size", &v, e)) goto out;
-    meta.vocab_size = v;
-    if (meta_int(a->checkpoint, "model.num_puzzle_identifiers", &v, e)) goto out;
-    meta.num_puzzle_identifiers = v;
     if (a->data) {
         const char *paths[1] = {a->data};
         if (trm_dataset_open(&d, paths, 1, a->split, e)) goto out;
         have_data = 1;
+    }
+    st_file wf; /* the model's data sizes: trm's metadata, else the weights and the data */
+    if (tensor_file_open(&wf, a->checkpoint, e)) goto out;
+    int bad_dims = trm_weights_dims(&wf, a->checkpoint, &rc_.arch, have_data ? &d.meta : NULL, a->seq_len, &meta, e);
+    st_close(&wf);
+    if (bad_dims) goto out;
+    if (have_data) {
         char *what = xasprintf("%s (%s split)", a->data, a->split);
         int bad = trm_dataset_check_compatible(&d.meta, &meta, what, e);
         free(what);

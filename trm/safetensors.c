@@ -515,6 +515,13 @@ int st_read_f32(const st_tensor *t, float *out, trm_err *e) {
     }
 }
 
+uint16_t st_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
 /* ---- writer ---------------------------------------------------------------------------- */
 
 void st_writer_init(st_writer *w) { memset(w, 0, sizeof *w); }
