@@ -80,28 +80,108 @@ static int find_resume(cfg_node *cfg, char **resume_path, trm_err *e) {
     return 0;
 }
 
-/* Removes `--nproc-per-node N` / `--nproc-per-node=N` from argv; *nproc = N, or 0 if absent. */
-static int take_nproc(int *argc, char **argv, int *nproc, trm_err *e) {
+/* torchrun's launcher flags, as the reference's README passes them (`torchrun --nproc-per-node 4
+ * --rdzv_backend=c10d --rdzv_endpoint=localhost:0 --nnodes=1 pretrain.py ...`); both spellings
+ * (- and _), `--flag value` and `--flag=value`. What trm's one-host launcher does anyway is
+ * accepted; what it cannot do (several nodes, restarts) is refused here, before any worker. */
+typedef enum { TR_NPROC, TR_NNODES, TR_NODE_RANK, TR_RDZV_BACKEND, TR_RDZV_ENDPOINT, TR_RDZV_ID, TR_STANDALONE,
+               TR_MASTER_ADDR, TR_MASTER_PORT, TR_MAX_RESTARTS, TR_MONITOR_INTERVAL } torchrun_flag;
+
+static const struct {
+    const char *name; /* with '-' between words */
+    torchrun_flag flag;
+    int has_value;
+} torchrun_flags[] = {
+    {"nproc-per-node", TR_NPROC, 1},        {"nnodes", TR_NNODES, 1},           {"node-rank", TR_NODE_RANK, 1},
+    {"rdzv-backend", TR_RDZV_BACKEND, 1},   {"rdzv-endpoint", TR_RDZV_ENDPOINT, 1}, {"rdzv-id", TR_RDZV_ID, 1},
+    {"standalone", TR_STANDALONE, 0},       {"master-addr", TR_MASTER_ADDR, 1}, {"master-port", TR_MASTER_PORT, 1},
+    {"max-restarts", TR_MAX_RESTARTS, 1},   {"monitor-interval", TR_MONITOR_INTERVAL, 1},
+};
+
+/* "--rdzv_backend=x" -> the table entry, *value "x" (NULL when the value is the next word). */
+static int match_torchrun(const char *w, const char **value) {
+    if (strncmp(w, "--", 2)) return -1;
+    w += 2;
+    for (size_t k = 0; k < sizeof torchrun_flags / sizeof torchrun_flags[0]; k++) {
+        const char *n = torchrun_flags[k].name;
+        size_t i = 0;
+        while (n[i] && (w[i] == n[i] || (n[i] == '-' && w[i] == '_'))) i++;
+        if (n[i]) continue;
+        if (w[i] == 0) return *value = NULL, (int)k;
+        if (w[i] == '=' && torchrun_flags[k].has_value) return *value = w + i + 1, (int)k;
+    }
+    return -1;
+}
+
+static int is_local_host(const char *h, size_t n) {
+    static const char *const local[] = {"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"};
+    for (size_t i = 0; i < sizeof local / sizeof local[0]; i++)
+        if (strlen(local[i]) == n && !strncmp(h, local[i], n)) return 1;
+    return 0;
+}
+
+static int check_torchrun_value(torchrun_flag f, const char *flag, const char *v, int *nproc, trm_err *e) {
+    const char *one_host = "trm's launcher starts the workers of one host; for several hosts start one `trm pretrain` "
+                           "per rank with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set, or use mpirun";
+    int64_t n;
+    switch (f) {
+    case TR_NPROC:
+        if (trm_parse_i64(flag, v, &n, e)) return -1;
+        if (n < 1 || n > 1024) return trm_errf(e, "%s %s: expected a number of processes in 1..1024", flag, v);
+        *nproc = (int)n;
+        return 0;
+    case TR_NNODES:
+        if (strcmp(v, "1") && strcmp(v, "1:1")) return trm_errf(e, "%s=%s: %s", flag, v, one_host);
+        return 0;
+    case TR_NODE_RANK:
+        if (strcmp(v, "0")) return trm_errf(e, "%s=%s: %s", flag, v, one_host);
+        return 0;
+    case TR_RDZV_BACKEND:
+        if (strcmp(v, "c10d") && strcmp(v, "static"))
+            return trm_errf(e, "%s=%s: expected c10d or static (trm rendezvous on this host over TCP)", flag, v);
+        return 0;
+    case TR_RDZV_ENDPOINT:
+    case TR_MASTER_ADDR: {
+        /* the host part must be this one; the port is chosen free by the launcher (as localhost:0 asks) */
+        size_t hl = strlen(v);
+        const char *colon = strchr(v, ':');
+        if (v[0] == '[' && strchr(v, ']')) hl = (size_t)(strchr(v, ']') - v) + 1; /* [::1]:port */
+        else if (f == TR_RDZV_ENDPOINT && colon && colon == strrchr(v, ':')) hl = (size_t)(colon - v); /* host:port */
+        if (!is_local_host(v, hl)) return trm_errf(e, "%s=%s names another host: %s", flag, v, one_host);
+        return 0;
+    }
+    case TR_MAX_RESTARTS:
+        if (strcmp(v, "0")) return trm_errf(e, "%s=%s: trm's launcher does not restart workers; a failed run resumes "
+                                               "with resume=auto", flag, v);
+        return 0;
+    case TR_RDZV_ID: case TR_STANDALONE: case TR_MASTER_PORT: case TR_MONITOR_INTERVAL: return 0;
+    }
+    return 0;
+}
+
+/* Removes the launcher flags from argv; *nproc = --nproc-per-node's N, or 0 if absent (or 1
+ * when only other torchrun flags are given, torchrun's default). */
+static int take_launcher_flags(int *argc, char **argv, int *nproc, trm_err *e) {
     *nproc = 0;
+    int any = 0;
     for (int i = 0; i < *argc; i++) {
         const char *v = NULL;
-        int used = 1;
-        if (!strcmp(argv[i], "--nproc-per-node") || !strcmp(argv[i], "--nproc_per_node")) {
-            v = i + 1 < *argc ? argv[i + 1] : NULL;
+        int k = match_torchrun(argv[i], &v), used = 1;
+        if (k < 0) continue;
+        char flag[40];
+        snprintf(flag, sizeof flag, "--%s", torchrun_flags[k].name);
+        if (torchrun_flags[k].has_value && !v) {
+            if (i + 1 >= *argc) return trm_errf(e, "%s needs a value", flag);
+            v = argv[i + 1];
             used = 2;
-        } else if (!strncmp(argv[i], "--nproc-per-node=", 17) || !strncmp(argv[i], "--nproc_per_node=", 17)) {
-            v = argv[i] + 17;
-        } else {
-            continue;
         }
-        int64_t n;
-        if (trm_parse_i64("--nproc-per-node", v, &n, e)) return -1;
-        if (n < 1 || n > 1024) return trm_errf(e, "--nproc-per-node %s: expected a number of processes in 1..1024", v);
-        *nproc = (int)n;
+        if (check_torchrun_value(torchrun_flags[k].flag, flag, v, nproc, e)) return -1;
+        any = 1;
         memmove(argv + i, argv + i + used, (size_t)(*argc - i - used) * sizeof *argv);
         *argc -= used;
         i--;
     }
+    if (any && !*nproc) *nproc = 1;
     return 0;
 }
 
@@ -143,6 +223,12 @@ static int refuse_device_early(int argc, char **argv, const trm_globals *g, trm_
 static int launch_workers(int nproc, int argc, char **argv, const trm_globals *g, trm_err *e) {
     trm_dist d;
     if (trm_dist_detect(&d, e)) return 2;
+    /* a stray word or an unknown flag is said once here, not once per worker */
+    const char *cfg_name;
+    char **ov;
+    int nov, bad = trm_collect_overrides(argc, argv, &cfg_name, &ov, &nov, e);
+    free(ov);
+    if (bad) return 2;
     if (nproc > 1 && refuse_device_early(argc, argv, g, e)) return 2;
     if (d.launch != TRM_LAUNCH_SINGLE || (getenv("WORLD_SIZE") && getenv("RANK"))) {
         trm_errf(e, "--nproc-per-node inside an already launched run (%s); use one launcher",
@@ -172,7 +258,7 @@ int cmd_pretrain(int argc, char **argv, const trm_globals *g) {
     int n;
     trm_err e = {{0}};
     int nproc;
-    if (take_nproc(&argc, argv, &nproc, &e)) {
+    if (take_launcher_flags(&argc, argv, &nproc, &e)) {
         fprintf(stderr, "trm pretrain: %s\n", e.msg);
         return 2;
     }
