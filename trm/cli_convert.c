@@ -44,8 +44,8 @@ static int parse_args(int argc, char **argv, conv_args *a, trm_err *e) {
             i++;
         } else if (!strcmp(w, "--force")) a->force = 1;
         else if (!strncmp(w, "cfg=", 4)) a->cfg_name = w + 4;
-        else if (w[0] != '-' && strchr(w, '=')) a->overrides[a->noverrides++] = argv[i];
-        else if (w[0] == '~' || w[0] == '-') return trm_errf(e, "unknown option '%s'", w);
+        else if ((w[0] != '-' && strchr(w, '=')) || (w[0] == '~' && w[1])) a->overrides[a->noverrides++] = argv[i];
+        else if (w[0] == '-') return trm_errf(e, "unknown option '%s'", w);
         else if (!a->in) a->in = w;
         else if (!a->out) a->out = w;
         else return trm_errf(e, "unexpected argument '%s'", w);
