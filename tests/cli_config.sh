@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # cli_config.sh — `trm config show|list` end to end: composition, overrides, errors and exit
-# codes, --config-dir and TRM_CONFIG_PATH. Usage: cli_config.sh TRM SOURCE_DIR SHARED_DIR TMPDIR
+# codes, --config-dir and TRM_CONFIG_PATH; the overrides the reference's hydra configs accept
+# (shown, and trained with in a few steps) and torchrun's flags.
+# Usage: cli_config.sh TRM SOURCE_DIR SHARED_DIR TMPDIR
 set -u
 TRM=$1
 TMP=$4
@@ -149,6 +151,80 @@ if ! cmp -s "$TMP/out" "$TMP/user/roundtrip.yaml"; then
 fi
 expect_line out "odd: ['yes', '1', 'a: b', '']" "quoting"
 expect_line out "f: 1.0e-30" "float output"
+
+# --- overrides the reference's hydra configs accept ---------------------------------------------
+run config show arch.puzzle_emb_ndim=0
+expect_rc 0 "a plain value replacing an interpolated default"
+expect_line out "  puzzle_emb_ndim: 0" "puzzle_emb_ndim=0 is an int"
+run config show '+eval_save_outputs=[inputs,labels,preds]'
+expect_rc 0 "eval_save_outputs in the reference's list form"
+expect_line out "eval_save_outputs: [inputs, labels, preds]" "eval_save_outputs list"
+run config show arch.expansion=2.5
+expect_rc 0 "a float expansion"
+expect_line out "  expansion: 2.5" "expansion=2.5"
+run config show
+expect_line out "  expansion: 4.0" "expansion is a float, as the reference's pydantic model makes it"
+run config show eval_interval=null
+expect_rc 0 "eval_interval=null"
+expect_line out "eval_interval: null" "eval_interval=null"
+run config show arch.hidden_size=2.5
+expect_rc 2 "an int key still refuses a fraction"
+expect_text err "arch.hidden_size: expected an int, got float 2.5" "int keys stay ints"
+
+# the same overrides train, and do what they say: no puzzle table, the expansion's SwiGLU width
+# (ceil256(round(2.5 * 256 * 2/3)) = 512, not 768), one evaluation at the end, the listed outputs
+"$TRM" data sudoku4 --out "$TMP/data" --train 64 --test 16 --seed 2 > /dev/null || fail "data sudoku4"
+tiny=(cfg=tiny "data_paths=[$TMP/data]" global_batch_size=16 epochs=2 eval_interval=2 arch.hidden_size=32
+      arch.H_cycles=1 arch.L_cycles=1 arch.halt_max_steps=2 device=cpu)
+run pretrain "${tiny[@]}" checkpoint_path="$TMP/parity" arch.hidden_size=256 arch.puzzle_emb_ndim=0 arch.expansion=2.5 \
+  eval_interval=null '+eval_save_outputs=[inputs,labels,preds]' arch.loss.name=losses@ACTLossHead
+expect_rc 0 "pretrain with the reference's overrides"
+ck=$TMP/parity/step_8.safetensors
+"$TRM" inspect "$ck" > "$TMP/parity_inspect" 2>&1
+checks=$((checks + 1))
+grep -Eq '^    inner\.L_level\.layers\.0\.mlp\.gate_up_proj\.weight +F32 +\[1024, 256\]' "$TMP/parity_inspect" ||
+  fail "expansion=2.5 did not size the SwiGLU: $(grep gate_up "$TMP/parity_inspect" | head -2)"
+checks=$((checks + 1))
+grep -q '^    inner\.puzzle_emb' "$TMP/parity_inspect" && fail "puzzle_emb_ndim=0 still has a puzzle table"
+checks=$((checks + 1))
+[ "$(grep -c '"kind":"eval"' "$TMP/parity/metrics.jsonl")" = 1 ] || fail "eval_interval=null should evaluate once, after all epochs"
+"$TRM" inspect "$TMP/parity/step_8_all_preds.0" > "$TMP/out" 2>&1
+expect_text out "total: 3 tensors" "eval_save_outputs saved the listed outputs"
+expect_text out "preds   I64    [16, 16]" "preds as the reference's int64 argmax"
+expect_text out "inputs  I32    [16, 16]" "inputs as the reference's int32 batch"
+
+run pretrain "${tiny[@]}" checkpoint_path="$TMP/bad" arch.loss.name=losses@Other
+expect_rc 1 "another loss head"
+expect_text err "arch.loss.name: trm implements the loss head losses@ACTLossHead, not 'losses@Other'" "loss head refused"
+run pretrain "${tiny[@]}" checkpoint_path="$TMP/bad" +arch.loss.weight=2
+expect_rc 1 "a loss-head argument ACTLossHead lacks"
+expect_text err "arch.loss.weight: not an argument of losses@ACTLossHead" "loss argument refused"
+run pretrain "${tiny[@]}" checkpoint_path="$TMP/bad" arch.name=recursive_reasoning.hrm@HierarchicalReasoningModel_ACTV1
+expect_rc 1 "another architecture"
+expect_text err "arch.name: trm implements recursive_reasoning.trm@TinyRecursiveReasoningModel_ACTV1" "arch refused"
+run pretrain "${tiny[@]}" checkpoint_path="$TMP/bad" "data_paths_test=[$TMP/nope]"
+expect_rc 1 "a data_paths_test that does not exist"
+expect_text err "data_paths_test: $TMP/nope does not exist" "data_paths_test typo"
+run pretrain "${tiny[@]}" checkpoint_path="$TMP/bad" '+eval_save_outputs=[pred]'
+expect_rc 1 "an output name the reference would silently skip"
+expect_text err "eval_save_outputs[0]: 'pred' is not an output" "eval_save_outputs typo"
+run pretrain "${tiny[@]}" checkpoint_path="$TMP/bad" arch.puzzle_emb_ndim=null
+expect_rc 1 "null where the reference's model needs an int"
+expect_text err "arch.puzzle_emb_ndim: expected an int, got null" "puzzle_emb_ndim=null"
+checks=$((checks + 1))
+[ ! -e "$TMP/bad" ] || fail "a refused run created its run directory"
+
+# torchrun's flags: one host's are taken, the rest refused once, before any worker starts
+run pretrain --nnodes=2 "${tiny[@]}" checkpoint_path="$TMP/bad"
+expect_rc 2 "--nnodes=2"
+expect_text err "--nnodes=2: trm's launcher starts the workers of one host" "--nnodes=2 message"
+run pretrain --nproc-per-node 2 --rdzv_backend=c10d --rdzv_endpoint=otherhost:29400 "${tiny[@]}"
+expect_rc 2 "another host's endpoint"
+expect_text err "--rdzv-endpoint=otherhost:29400 names another host" "endpoint message"
+run pretrain --nproc-per-node 2 --rdzv_backend=c10d --rdzv_endpoint=localhost:0 --nnodes=1 "${tiny[@]}" stray
+expect_rc 2 "a stray word with torchrun's flags"
+checks=$((checks + 1))
+[ "$(grep -c "unexpected argument 'stray'" "$TMP/err")" = 1 ] || fail "the stray word should be reported once: $(cat "$TMP/err")"
 
 echo "$((checks - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

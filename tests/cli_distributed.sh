@@ -65,6 +65,11 @@ ev() { grep '"kind":"eval"' "$1/metrics.jsonl" | grep -o "\"all/$2\":[^,}]*" | c
 [ "$(ev launch count)" = 70 ] || fail "2-rank evaluation counted $(ev launch count) puzzles, not 70"
 [ "$(ev launch accuracy)" = "$(ev one accuracy)" ] || fail "2-rank evaluation accuracy differs"
 
+# torchrun's flags as the reference's README gives them run the same launch
+"$TRM" pretrain --nproc-per-node 2 --rdzv_backend=c10d --rdzv_endpoint=localhost:0 --nnodes=1 "${common[@]}" \
+  checkpoint_path=trflags > trflags.txt 2>&1 || { cat trflags.txt; fail "--nproc-per-node 2 with torchrun's flags"; }
+"$TRM" inspect --diff trflags/$ck launch/$ck --tol 0 > /dev/null || fail "the run with torchrun's flags differs"
+
 # --- mpirun ------------------------------------------------------------------------------------
 if command -v mpirun > /dev/null; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -13,7 +13,7 @@
 
 #define ASSERT_HAS(s, sub) ck_assert_msg(strstr((s), (sub)) != NULL, "'%s' lacks '%s'", (s), (sub))
 
-static const cfg_search embedded = {NULL, 0, 1};
+static const cfg_search embedded = {NULL, 0, 1, NULL};
 
 static cfg_node *parse(const char *text) {
     trm_err e = {{0}};
@@ -396,7 +396,7 @@ START_TEST(test_self_placement) {
     wfile(d, "self_last.yaml", "defaults: [base, _self_]\na: 2\nm: {y: {w: 2}}\nr: 5\nhydra: {run: x}\n");
     wfile(d, "no_self.yaml", "a: 2\ndefaults: [base]\nown: y\n");
     const char *dirs[] = {d};
-    cfg_search s = {dirs, 1, 0};
+    cfg_search s = {dirs, 1, 0, NULL};
     cfg_node *n = compose(&s, "self_first", NULL);
     ck_assert_int_eq(get_int(n, "a"), 1);
     ck_assert_int_eq(key_pos(n, "a"), 0);
@@ -431,7 +431,7 @@ START_TEST(test_user_dir_precedence) {
     wfile(d, "opt/adam.yaml", "lr: 3\n");
     wfile(d, "arch/derived.yaml", "defaults: [foo, _self_]\nL_cycles: 9\n");
     const char *dirs[] = {d};
-    cfg_search s = {dirs, 1, 1};
+    cfg_search s = {dirs, 1, 1, NULL};
     cfg_node *n = compose(&s, NULL, NULL);
     ck_assert_int_eq(get_int(n, "mine"), 1);
     ck_assert(get_float(n, "lr") == 0.5);
@@ -508,7 +508,7 @@ START_TEST(test_user_dir_precedence) {
     cfg_list_free(l, nl);
 
     const char *missing[] = {"/nonexistent/trm-configs"};
-    cfg_search bad_search = {missing, 1, 1};
+    cfg_search bad_search = {missing, 1, 1, NULL};
     ASSERT_HAS(compose_err(&bad_search, NULL, NULL, &e), "config dir '/nonexistent/trm-configs'");
     free(d);
 }
@@ -542,7 +542,7 @@ START_TEST(test_defaults_errors) {
     wfile(d, "badgroup.yaml", "defaults:\n  - arch: nope\n");
     wfile(d, "broken.yaml", "a: [1\n");
     const char *dirs[] = {d};
-    cfg_search s = {dirs, 1, 1};
+    cfg_search s = {dirs, 1, 1, NULL};
     trm_err e;
     ASSERT_HAS(compose_err(&s, "a", NULL, &e), "defaults cycle");
     const char *m = compose_err(&s, "missing", NULL, &e);
@@ -765,6 +765,48 @@ END_TEST
 
 /* ---- getters and setters ---------------------------------------------------------------------- */
 
+/* The reference's hydra configs: a plain value replacing `${.hidden_size}` keeps its own type;
+ * schema float keys turn ints into floats once composed (pydantic's coercion), so they take
+ * fractions, while int keys still refuse them; a run's saved config merges over the defaults. */
+START_TEST(test_reference_override_parity) {
+    static const char *const floats[] = {"arch.expansion", "lr", NULL};
+    cfg_search s = embedded;
+    s.float_keys = floats;
+    char *o1[] = {"arch.puzzle_emb_ndim=0", "arch.expansion=2.5", NULL};
+    cfg_node *n = compose(&s, NULL, o1);
+    ck_assert_int_eq(get_int(n, "arch.puzzle_emb_ndim"), 0);
+    ck_assert(get_float(n, "arch.expansion") == 2.5);
+    cfg_free(n);
+    n = compose(&s, NULL, (char *[]){NULL});
+    ck_assert(get_float(n, "arch.expansion") == 4.0); /* the config file's 4, as a float */
+    cfg_free(n);
+    char *o2[] = {"arch.puzzle_emb_ndim=abc", NULL};
+    n = compose(&s, NULL, o2); /* any type replaces an interpolation, as in OmegaConf */
+    ck_assert_str_eq(get_str(n, "arch.puzzle_emb_ndim"), "abc");
+    cfg_free(n);
+    trm_err e;
+    char *o3[] = {"arch.expansion=2.5", NULL};
+    ASSERT_HAS(compose_err(&embedded, NULL, o3, &e), "arch.expansion: expected an int, got float 2.5");
+    char *o4[] = {"arch.hidden_size=2.5", NULL};
+    ASSERT_HAS(compose_err(&s, NULL, o4, &e), "arch.hidden_size: expected an int, got float 2.5");
+
+    cfg_node *saved = parse("arch: {hidden_size: 128, expansion: 3.0}\nlr: 0.5\neval_interval: null\nextra_key: 1\n");
+    char *o5[] = {"arch.L_cycles=2", NULL};
+    n = cfg_compose_over(&s, "cfg_pretrain", saved, 1, o5, &e);
+    ck_assert_msg(n != NULL, "%s", e.msg);
+    ck_assert_int_eq(get_int(n, "arch.hidden_size"), 128);
+    ck_assert_int_eq(get_int(n, "arch.puzzle_emb_ndim"), 128); /* the defaults' interpolation follows */
+    ck_assert(get_float(n, "arch.expansion") == 3.0);
+    ck_assert_int_eq(get_int(n, "arch.L_cycles"), 2);
+    ck_assert_int_eq(get_int(n, "arch.L_layers"), 2); /* kept from the defaults */
+    ck_assert(get_float(n, "lr") == 0.5);
+    ck_assert(cfg_get(n, "eval_interval")->type == CFG_NULL);
+    ck_assert_int_eq(get_int(n, "extra_key"), 1);
+    ck_assert_str_eq(get_str(n, "device"), "auto"); /* trm's own keys come from the defaults */
+    cfg_free(n);
+}
+END_TEST
+
 START_TEST(test_getters) {
     cfg_node *n = compose(&embedded, NULL, NULL);
     trm_err e = {{0}};
@@ -915,6 +957,7 @@ static Suite *config_suite(void) {
     tcase_add_test(t, test_interpolation_after_overrides);
     suite_add_tcase(s, t);
     t = tcase_create("access");
+    tcase_add_test(t, test_reference_override_parity);
     tcase_add_test(t, test_getters);
     tcase_add_test(t, test_set);
     suite_add_tcase(s, t);

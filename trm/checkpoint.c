@@ -8,8 +8,10 @@
 #include <string.h>
 
 #include "safetensors.h"
+#include "torch_pt.h"
 
 #define CKPT_FORMAT "trm-checkpoint-1"
+#define WEIGHTS_FORMAT "trm-weights-1"
 
 typedef struct {
     st_writer w;
@@ -97,16 +99,95 @@ int trm_checkpoint_save(const char *path, const trm_model *m, const char *config
     return rc;
 }
 
+int trm_checkpoint_save_weights(const char *path, const trm_model *m, const char *config_yaml, const char *source,
+                                trm_err *e) {
+    saver s = {.nbufs = 0, .be = m->be};
+    st_writer_init(&s.w);
+    add_params(&s, m, "", m->w);
+    int64_t d1[1] = {m->D};
+    add_dev(&s, "inner.H_init", ST_F32, 1, d1, m->H_init, m->D * sizeof(float));
+    add_dev(&s, "inner.L_init", ST_F32, 1, d1, m->L_init, m->D * sizeof(float));
+    if (m->cfg.puzzle_emb_ndim) {
+        int64_t sh[2] = {m->cfg.num_puzzle_identifiers, m->cfg.puzzle_emb_ndim};
+        add_dev(&s, "inner.puzzle_emb.weights", ST_F32, 2, sh, m->puz_w, (size_t)sh[0] * (size_t)sh[1] * sizeof(float));
+    }
+    char buf[64];
+    st_writer_meta(&s.w, "format", WEIGHTS_FORMAT);
+    st_writer_meta(&s.w, "trm_version", TRM_VERSION);
+    st_writer_meta(&s.w, "config", config_yaml ? config_yaml : "");
+    st_writer_meta(&s.w, "ema", "false");
+    if (source) st_writer_meta(&s.w, "source", source);
+#define META_I(key, val) (snprintf(buf, sizeof buf, "%" PRId64, (int64_t)(val)), st_writer_meta(&s.w, key, buf))
+    META_I("model.seq_len", m->S);
+    META_I("model.vocab_size", m->V);
+    META_I("model.num_puzzle_identifiers", m->cfg.num_puzzle_identifiers);
+#undef META_I
+    int rc = st_writer_save(&s.w, path, e);
+    st_writer_free(&s.w);
+    for (int i = 0; i < s.nbufs; i++) free(s.bufs[i]);
+    return rc;
+}
+
+const char *trm_checkpoint_format(const st_file *f) {
+    const char *fmt = st_meta_get(f, "format");
+    if (fmt && (!strcmp(fmt, CKPT_FORMAT) || !strcmp(fmt, WEIGHTS_FORMAT))) return fmt;
+    return NULL;
+}
+
 /* ---- loading ---- */
 
+const char *trm_ckpt_canonical_name(const char *name) {
+    static const char *const wrappers[] = {"_orig_mod.", "module.", "model."};
+    for (int hit = 1; hit;) {
+        hit = 0;
+        for (size_t i = 0; i < sizeof wrappers / sizeof wrappers[0]; i++)
+            if (!strncmp(name, wrappers[i], strlen(wrappers[i]))) {
+                name += strlen(wrappers[i]);
+                hit = 1;
+            }
+    }
+    return name;
+}
+
+/* A tensor by trm's name, or under the reference's wrappers' prefixes. */
 static const st_tensor *find_any(const st_file *f, const char *name) {
     const st_tensor *t = st_find(f, name);
-    if (!t) {
-        char *alt = xasprintf("_orig_mod.model.%s", name);
-        t = st_find(f, alt);
-        free(alt);
-    }
+    for (int i = 0; !t && i < f->ntensors; i++)
+        if (!strcmp(trm_ckpt_canonical_name(f->tensors[i].name), name)) t = &f->tensors[i];
     return t;
+}
+
+static int expected_weight(const trm_model *m, const char *name) {
+    if (trm_model_find_param(m, name) || !strcmp(name, "inner.H_init") || !strcmp(name, "inner.L_init")) return 1;
+    return m->cfg.puzzle_emb_ndim && !strcmp(name, "inner.puzzle_emb.weights");
+}
+
+static const char *mismatch_hint(const trm_model *m, const char *name) {
+    if (strstr(name, "puzzle_emb")) return "the file has a puzzle embedding; arch.puzzle_emb_ndim is 0 here";
+    if (strstr(name, "embed_pos")) return "the file has learned positions: arch.pos_encodings=learned";
+    if (strstr(name, "mlp_t.") && !m->cfg.mlp_t) return "the file's layers mix tokens with an MLP: arch.mlp_t=true";
+    if (strstr(name, "self_attn.") && m->cfg.mlp_t) return "the file's layers use attention: arch.mlp_t=false";
+    if (strstr(name, "L_level.layers.")) return "more layers than arch.L_layers?";
+    return "saved from another architecture or config?";
+}
+
+/* As load_state_dict(strict=True): every model tensor of the file (named inner.* once the
+ * wrappers' prefixes are stripped) belongs to this model, and no name comes twice. */
+static int check_weight_names(const trm_model *m, const st_file *f, const char *path, trm_err *e) {
+    int any = 0;
+    for (int i = 0; i < f->ntensors; i++) {
+        const char *c = trm_ckpt_canonical_name(f->tensors[i].name);
+        if (strncmp(c, "inner.", 6)) continue;
+        any = 1;
+        if (!expected_weight(m, c))
+            return trm_errf(e, "%s: tensor %s is not part of this model (%s)", path, f->tensors[i].name, mismatch_hint(m, c));
+        for (int j = 0; j < i; j++)
+            if (!strcmp(trm_ckpt_canonical_name(f->tensors[j].name), c))
+                return trm_errf(e, "%s: tensors %s and %s are the same weight under two names", path, f->tensors[j].name,
+                                f->tensors[i].name);
+    }
+    if (!any) return trm_errf(e, "%s: no TRM weights in the file (no tensor named inner.*, model.inner.* or _orig_mod.model.inner.*)", path);
+    return 0;
 }
 
 static int shape_is(const st_tensor *t, int ndim, const int64_t *shape) {
@@ -197,8 +278,9 @@ static int load_inits(trm_model *m, const st_file *f, const char *path, trm_err 
 
 int trm_checkpoint_load_weights(trm_model *m, const char *path, int allow_puzzle_reset, trm_err *e) {
     st_file f;
-    if (st_open(&f, path, e)) return -1;
-    int rc = load_params(m, &f, path, "", m->w, 1, e);
+    if (tensor_file_open(&f, path, e)) return -1;
+    int rc = check_weight_names(m, &f, path, e);
+    if (!rc) rc = load_params(m, &f, path, "", m->w, 1, e);
     if (!rc) rc = load_inits(m, &f, path, e);
     if (!rc) rc = load_puzzle(m, &f, path, allow_puzzle_reset, e);
     if (!rc && m->ema) m->be->copy(m->be, m->ema, m->w, m->n_flat * sizeof(float));
@@ -232,7 +314,7 @@ static int load_carry(const trm_model *m, const st_file *f, const char *path, co
 
 int trm_checkpoint_resume(trm_model *m, const char *path, trm_ckpt_state *st, trm_err *e) {
     st_file f;
-    if (st_open(&f, path, e)) return -1;
+    if (tensor_file_open(&f, path, e)) return -1;
     int rc = -1;
     memset(st, 0, sizeof *st);
     const char *fmt = st_meta_get(&f, "format");
@@ -285,7 +367,7 @@ out:
 
 char *trm_checkpoint_config(const char *path, trm_err *e) {
     st_file f;
-    if (st_open(&f, path, e)) return NULL;
+    if (tensor_file_open(&f, path, e)) return NULL;
     const char *c = st_meta_get(&f, "config");
     char *out = c && *c ? xstrdup(c) : NULL;
     if (!out) trm_errf(e, "%s: no config stored in the checkpoint metadata", path);

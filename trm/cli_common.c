@@ -1,4 +1,5 @@
 /* cli_common.c — helpers shared by the commands: splitting key=value overrides. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
@@ -25,4 +26,28 @@ int trm_collect_overrides(int argc, char **argv, const char **cfg_name, char ***
         (*overrides)[(*noverrides)++] = argv[i];
     }
     return 0;
+}
+
+/* Keys the reference's users add with `+key=v`; trm also accepts them without the `+`. */
+static int is_optional_key(const char *ov) {
+    static const char *const keys[] = {"project_name=", "run_name=", "load_checkpoint=", "checkpoint_path=",
+                                       "resume=", "eval_save_outputs=", "stop_after_steps="};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!strncmp(ov, keys[i], strlen(keys[i]))) return 1;
+    return 0;
+}
+
+char **trm_normalise_overrides(char **ov, int n) {
+    char **out = xcalloc((size_t)n + 1, sizeof *out);
+    for (int i = 0; i < n; i++) {
+        const char *w = ov[i];
+        while (*w == '+') w++;
+        out[i] = is_optional_key(w) ? xasprintf("++%s", w) : xstrdup(ov[i]);
+    }
+    return out;
+}
+
+void trm_free_strs(char **s, int n) {
+    for (int i = 0; i < n; i++) free(s[i]);
+    free(s);
 }

@@ -1,13 +1,16 @@
-/* cli_inspect.c — `trm inspect FILE...`: metadata and tensor table of safetensors files,
- * with checksums verified by st_open. A bad file is reported and the others still shown.
- * `trm inspect --diff A B [--tol T]` compares two files tensor by tensor (runs on other
- * devices or process counts are compared this way). */
+/* cli_inspect.c — `trm inspect FILE...`: metadata and tensor table of safetensors files (with
+ * checksums verified by st_open) and torch.save files. A bad file is reported and the others
+ * still shown. `trm inspect --diff A B [--tol T]` compares two files tensor by tensor (runs on
+ * other devices or process counts are compared this way; a trm checkpoint with its export to
+ * the reference's names too). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "commands.h"
 #include "safetensors.h"
+#include "torch_pt.h"
 
 #define INSPECT_MAX_LINES 40  /* of a multi-line metadata value such as "config" */
 #define INSPECT_MAX_WIDTH 160 /* bytes of one shown line */
@@ -139,7 +142,7 @@ static void print_tensors(const st_file *f) {
 static int inspect_one(const char *path, int blank_line_first) {
     st_file f;
     trm_err e;
-    if (st_open(&f, path, &e) != 0) {
+    if (tensor_file_open(&f, path, &e) != 0) {
         fprintf(stderr, "trm inspect: %s\n", e.msg);
         return -1;
     }
@@ -177,15 +180,29 @@ static int same_shape(const st_tensor *a, const st_tensor *b) {
     return 1;
 }
 
+/* The tensor of f named `name`, or else the one tensor whose name is the same once the
+ * reference's wrapper prefixes are stripped (inner.x against _orig_mod.model.inner.x). */
+static const st_tensor *find_match(const st_file *f, const char *name) {
+    const st_tensor *t = st_find(f, name), *hit = NULL;
+    if (t) return t;
+    const char *c = trm_ckpt_canonical_name(name);
+    for (int i = 0; i < f->ntensors; i++)
+        if (!strcmp(trm_ckpt_canonical_name(f->tensors[i].name), c)) {
+            if (hit) return NULL;
+            hit = &f->tensors[i];
+        }
+    return hit;
+}
+
 /* Exit status: 0 same within tol (or no tol), 1 differs beyond tol or in structure, 2 unreadable. */
 static int diff_files(const char *pa, const char *pb, double tol) {
     st_file fa, fb;
     trm_err e = {{0}};
-    if (st_open(&fa, pa, &e)) {
+    if (tensor_file_open(&fa, pa, &e)) {
         fprintf(stderr, "trm inspect: %s\n", e.msg);
         return 2;
     }
-    if (st_open(&fb, pb, &e)) {
+    if (tensor_file_open(&fb, pb, &e)) {
         fprintf(stderr, "trm inspect: %s\n", e.msg);
         st_close(&fa);
         return 2;
@@ -194,7 +211,7 @@ static int diff_files(const char *pa, const char *pb, double tol) {
     double worst = 0;
     printf("%-40s %14s %14s\n", "tensor", "max |a-b|", "relative");
     for (int i = 0; i < fa.ntensors; i++) {
-        const st_tensor *a = &fa.tensors[i], *b = st_find(&fb, a->name);
+        const st_tensor *a = &fa.tensors[i], *b = find_match(&fb, a->name);
         if (!b || !same_shape(a, b)) {
             printf("%-40s %s\n", a->name, b ? "shapes differ" : "missing in the second file");
             bad = 1;
@@ -214,7 +231,7 @@ static int diff_files(const char *pa, const char *pb, double tol) {
         if (rel > worst || rel != rel) worst = rel;
     }
     for (int i = 0; i < fb.ntensors; i++)
-        if (!st_find(&fa, fb.tensors[i].name)) {
+        if (!find_match(&fa, fb.tensors[i].name)) {
             printf("%-40s missing in the first file\n", fb.tensors[i].name);
             bad = 1;
         }

@@ -10,34 +10,13 @@
 #include "device.h"
 #include "dist.h"
 #include "evaluators.h"
+#include "interop.h"
 #include "json.h"
 #include "launch.h"
 #include "safetensors.h"
+#include "torch_pt.h"
 #include "train.h"
 
-/* Keys the reference's users add with `+key=v`; trm also accepts them without the `+`. */
-static int is_optional_key(const char *ov) {
-    static const char *const keys[] = {"project_name=", "run_name=", "load_checkpoint=", "checkpoint_path=",
-                                       "resume=", "eval_save_outputs=", "stop_after_steps="};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if (!strncmp(ov, keys[i], strlen(keys[i]))) return 1;
-    return 0;
-}
-
-static char **normalise_overrides(char **ov, int n) {
-    char **out = xcalloc((size_t)n + 1, sizeof *out);
-    for (int i = 0; i < n; i++) {
-        const char *w = ov[i];
-        while (*w == '+') w++;
-        out[i] = is_optional_key(w) ? xasprintf("++%s", w) : xstrdup(ov[i]);
-    }
-    return out;
-}
-
-static void free_strs(char **s, int n) {
-    for (int i = 0; i < n; i++) free(s[i]);
-    free(s);
-}
 
 static char *dirname_of(const char *p) {
     const char *s = strrchr(p, '/');
@@ -53,6 +32,7 @@ static cfg_node *config_from_checkpoint(const char *ckpt, const cfg_search *sear
     free(name);
     free(yaml);
     if (!cfg) return NULL;
+    cfg_coerce_floats(cfg, search->float_keys);
     for (int i = 0; i < n; i++)
         if (cfg_apply_override(cfg, search, ov[i], e)) {
             cfg_free(cfg);
@@ -100,28 +80,108 @@ static int find_resume(cfg_node *cfg, char **resume_path, trm_err *e) {
     return 0;
 }
 
-/* Removes `--nproc-per-node N` / `--nproc-per-node=N` from argv; *nproc = N, or 0 if absent. */
-static int take_nproc(int *argc, char **argv, int *nproc, trm_err *e) {
+/* torchrun's launcher flags, as the reference's README passes them (`torchrun --nproc-per-node 4
+ * --rdzv_backend=c10d --rdzv_endpoint=localhost:0 --nnodes=1 pretrain.py ...`); both spellings
+ * (- and _), `--flag value` and `--flag=value`. What trm's one-host launcher does anyway is
+ * accepted; what it cannot do (several nodes, restarts) is refused here, before any worker. */
+typedef enum { TR_NPROC, TR_NNODES, TR_NODE_RANK, TR_RDZV_BACKEND, TR_RDZV_ENDPOINT, TR_RDZV_ID, TR_STANDALONE,
+               TR_MASTER_ADDR, TR_MASTER_PORT, TR_MAX_RESTARTS, TR_MONITOR_INTERVAL } torchrun_flag;
+
+static const struct {
+    const char *name; /* with '-' between words */
+    torchrun_flag flag;
+    int has_value;
+} torchrun_flags[] = {
+    {"nproc-per-node", TR_NPROC, 1},        {"nnodes", TR_NNODES, 1},           {"node-rank", TR_NODE_RANK, 1},
+    {"rdzv-backend", TR_RDZV_BACKEND, 1},   {"rdzv-endpoint", TR_RDZV_ENDPOINT, 1}, {"rdzv-id", TR_RDZV_ID, 1},
+    {"standalone", TR_STANDALONE, 0},       {"master-addr", TR_MASTER_ADDR, 1}, {"master-port", TR_MASTER_PORT, 1},
+    {"max-restarts", TR_MAX_RESTARTS, 1},   {"monitor-interval", TR_MONITOR_INTERVAL, 1},
+};
+
+/* "--rdzv_backend=x" -> the table entry, *value "x" (NULL when the value is the next word). */
+static int match_torchrun(const char *w, const char **value) {
+    if (strncmp(w, "--", 2)) return -1;
+    w += 2;
+    for (size_t k = 0; k < sizeof torchrun_flags / sizeof torchrun_flags[0]; k++) {
+        const char *n = torchrun_flags[k].name;
+        size_t i = 0;
+        while (n[i] && (w[i] == n[i] || (n[i] == '-' && w[i] == '_'))) i++;
+        if (n[i]) continue;
+        if (w[i] == 0) return *value = NULL, (int)k;
+        if (w[i] == '=' && torchrun_flags[k].has_value) return *value = w + i + 1, (int)k;
+    }
+    return -1;
+}
+
+static int is_local_host(const char *h, size_t n) {
+    static const char *const local[] = {"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"};
+    for (size_t i = 0; i < sizeof local / sizeof local[0]; i++)
+        if (strlen(local[i]) == n && !strncmp(h, local[i], n)) return 1;
+    return 0;
+}
+
+static int check_torchrun_value(torchrun_flag f, const char *flag, const char *v, int *nproc, trm_err *e) {
+    const char *one_host = "trm's launcher starts the workers of one host; for several hosts start one `trm pretrain` "
+                           "per rank with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set, or use mpirun";
+    int64_t n;
+    switch (f) {
+    case TR_NPROC:
+        if (trm_parse_i64(flag, v, &n, e)) return -1;
+        if (n < 1 || n > 1024) return trm_errf(e, "%s %s: expected a number of processes in 1..1024", flag, v);
+        *nproc = (int)n;
+        return 0;
+    case TR_NNODES:
+        if (strcmp(v, "1") && strcmp(v, "1:1")) return trm_errf(e, "%s=%s: %s", flag, v, one_host);
+        return 0;
+    case TR_NODE_RANK:
+        if (strcmp(v, "0")) return trm_errf(e, "%s=%s: %s", flag, v, one_host);
+        return 0;
+    case TR_RDZV_BACKEND:
+        if (strcmp(v, "c10d") && strcmp(v, "static"))
+            return trm_errf(e, "%s=%s: expected c10d or static (trm rendezvous on this host over TCP)", flag, v);
+        return 0;
+    case TR_RDZV_ENDPOINT:
+    case TR_MASTER_ADDR: {
+        /* the host part must be this one; the port is chosen free by the launcher (as localhost:0 asks) */
+        size_t hl = strlen(v);
+        const char *colon = strchr(v, ':');
+        if (v[0] == '[' && strchr(v, ']')) hl = (size_t)(strchr(v, ']') - v) + 1; /* [::1]:port */
+        else if (f == TR_RDZV_ENDPOINT && colon && colon == strrchr(v, ':')) hl = (size_t)(colon - v); /* host:port */
+        if (!is_local_host(v, hl)) return trm_errf(e, "%s=%s names another host: %s", flag, v, one_host);
+        return 0;
+    }
+    case TR_MAX_RESTARTS:
+        if (strcmp(v, "0")) return trm_errf(e, "%s=%s: trm's launcher does not restart workers; a failed run resumes "
+                                               "with resume=auto", flag, v);
+        return 0;
+    case TR_RDZV_ID: case TR_STANDALONE: case TR_MASTER_PORT: case TR_MONITOR_INTERVAL: return 0;
+    }
+    return 0;
+}
+
+/* Removes the launcher flags from argv; *nproc = --nproc-per-node's N, or 0 if absent (or 1
+ * when only other torchrun flags are given, torchrun's default). */
+static int take_launcher_flags(int *argc, char **argv, int *nproc, trm_err *e) {
     *nproc = 0;
+    int any = 0;
     for (int i = 0; i < *argc; i++) {
         const char *v = NULL;
-        int used = 1;
-        if (!strcmp(argv[i], "--nproc-per-node") || !strcmp(argv[i], "--nproc_per_node")) {
-            v = i + 1 < *argc ? argv[i + 1] : NULL;
+        int k = match_torchrun(argv[i], &v), used = 1;
+        if (k < 0) continue;
+        char flag[40];
+        snprintf(flag, sizeof flag, "--%s", torchrun_flags[k].name);
+        if (torchrun_flags[k].has_value && !v) {
+            if (i + 1 >= *argc) return trm_errf(e, "%s needs a value", flag);
+            v = argv[i + 1];
             used = 2;
-        } else if (!strncmp(argv[i], "--nproc-per-node=", 17) || !strncmp(argv[i], "--nproc_per_node=", 17)) {
-            v = argv[i] + 17;
-        } else {
-            continue;
         }
-        int64_t n;
-        if (trm_parse_i64("--nproc-per-node", v, &n, e)) return -1;
-        if (n < 1 || n > 1024) return trm_errf(e, "--nproc-per-node %s: expected a number of processes in 1..1024", v);
-        *nproc = (int)n;
+        if (check_torchrun_value(torchrun_flags[k].flag, flag, v, nproc, e)) return -1;
+        any = 1;
         memmove(argv + i, argv + i + used, (size_t)(*argc - i - used) * sizeof *argv);
         *argc -= used;
         i--;
     }
+    if (any && !*nproc) *nproc = 1;
     return 0;
 }
 
@@ -137,7 +197,7 @@ static int refuse_device_early(int argc, char **argv, const trm_globals *g, trm_
         free(raw_ov);
         return 0;
     }
-    char **ov = normalise_overrides(raw_ov, n);
+    char **ov = trm_normalise_overrides(raw_ov, n);
     free(raw_ov);
     cfg_node *cfg = cfg_compose(&g->search, cfg_name ? cfg_name : "cfg_pretrain", n, ov, &ignore);
     if (cfg && cfg_get_str(cfg, "device", &dev, 1, &ignore) == 0 && dev) {
@@ -154,7 +214,7 @@ static int refuse_device_early(int argc, char **argv, const trm_globals *g, trm_
         if (caps && trm_device_policy(name, caps, &req, &compile, &bf16, NULL, e)) rc = -1;
     }
     cfg_free(cfg);
-    free_strs(ov, n);
+    trm_free_strs(ov, n);
     return rc;
 }
 
@@ -163,6 +223,12 @@ static int refuse_device_early(int argc, char **argv, const trm_globals *g, trm_
 static int launch_workers(int nproc, int argc, char **argv, const trm_globals *g, trm_err *e) {
     trm_dist d;
     if (trm_dist_detect(&d, e)) return 2;
+    /* a stray word or an unknown flag is said once here, not once per worker */
+    const char *cfg_name;
+    char **ov;
+    int nov, bad = trm_collect_overrides(argc, argv, &cfg_name, &ov, &nov, e);
+    free(ov);
+    if (bad) return 2;
     if (nproc > 1 && refuse_device_early(argc, argv, g, e)) return 2;
     if (d.launch != TRM_LAUNCH_SINGLE || (getenv("WORLD_SIZE") && getenv("RANK"))) {
         trm_errf(e, "--nproc-per-node inside an already launched run (%s); use one launcher",
@@ -192,7 +258,7 @@ int cmd_pretrain(int argc, char **argv, const trm_globals *g) {
     int n;
     trm_err e = {{0}};
     int nproc;
-    if (take_nproc(&argc, argv, &nproc, &e)) {
+    if (take_launcher_flags(&argc, argv, &nproc, &e)) {
         fprintf(stderr, "trm pretrain: %s\n", e.msg);
         return 2;
     }
@@ -206,7 +272,7 @@ int cmd_pretrain(int argc, char **argv, const trm_globals *g) {
         free(raw_ov);
         return 2;
     }
-    char **ov = normalise_overrides(raw_ov, n);
+    char **ov = trm_normalise_overrides(raw_ov, n);
     free(raw_ov);
     cfg_node *cfg = cfg_compose(&g->search, cfg_name ? cfg_name : "cfg_pretrain", n, ov, &e);
     char *resume_path = NULL;
@@ -237,7 +303,7 @@ int cmd_pretrain(int argc, char **argv, const trm_globals *g) {
 out:
     cfg_free(cfg);
     free(resume_path);
-    free_strs(ov, n);
+    trm_free_strs(ov, n);
     return rc;
 }
 
@@ -246,10 +312,10 @@ out:
  * ------------------------------------------------------------------------------------- */
 
 typedef struct {
-    const char *checkpoint, *data, *split, *output;
+    const char *checkpoint, *data, *split, *output, *cfg_name;
     const char **inputs;
     int ninputs, json;
-    int64_t batch_size;
+    int64_t batch_size, seq_len;
     char **overrides;
     int noverrides;
 } gen_args;
@@ -273,7 +339,11 @@ static int parse_gen_args(int argc, char **argv, gen_args *a, trm_err *e) {
             if (!v) return -1;
             a->batch_size = strtoll(v, &end, 10);
             if (*end || a->batch_size < 1) return trm_errf(e, "--batch-size: expected a positive integer, got '%s'", v);
+        } else if (!strcmp(w, "--seq-len")) {
+            if (trm_parse_i64(w, VAL(w), &a->seq_len, e)) return -1;
+            if (a->seq_len < 1) return trm_errf(e, "--seq-len: expected a positive integer");
         } else if (!strcmp(w, "--json")) a->json = 1;
+        else if (!strncmp(w, "cfg=", 4)) a->cfg_name = w + 4;
         else if (w[0] != '-' && strchr(w, '=')) a->overrides[a->noverrides++] = argv[i];
         else return trm_errf(e, "unexpected argument '%s' (see trm help generate)", w);
 #undef VAL
@@ -281,17 +351,6 @@ static int parse_gen_args(int argc, char **argv, gen_args *a, trm_err *e) {
     if (!a->checkpoint) return trm_errf(e, "--checkpoint FILE is required");
     if (!a->data && !a->ninputs) return trm_errf(e, "give --data DIR or --input TEXT");
     return 0;
-}
-
-static int meta_int(const char *ckpt, const char *key, int64_t *out, trm_err *e) {
-    st_file f;
-    if (st_open(&f, ckpt, e)) return -1;
-    const char *v = st_meta_get(&f, key);
-    int rc = 0;
-    if (!v) rc = trm_errf(e, "%s: metadata '%s' missing (not written by trm pretrain?)", ckpt, key);
-    else *out = strtoll(v, NULL, 10);
-    st_close(&f);
-    return rc;
 }
 
 /* Token conventions of SPEC §7 for typed puzzles, chosen from the text itself:
@@ -414,8 +473,12 @@ static int run_inputs(trm_model *m, const gen_args *a, trm_err *e) {
 
 static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
     int rc = -1;
-    cfg_node *cfg = config_from_checkpoint(a->checkpoint, &g->search, a->overrides, a->noverrides, e);
+    char **ov = trm_normalise_overrides(a->overrides, a->noverrides), *source = NULL;
+    cfg_node *cfg = trm_weights_config(a->checkpoint, &g->search, a->cfg_name, a->noverrides, ov, &source, e);
+    trm_free_strs(ov, a->noverrides);
     if (!cfg) return -1;
+    fprintf(stderr, "config: %s\n", source);
+    free(source);
     trm_run_config rc_;
     trm_dataset d;
     int have_data = 0;
@@ -427,17 +490,17 @@ static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
     memset(&d, 0, sizeof d);
     if (trm_run_config_read(&rc_, cfg, e)) goto out_cfg;
     trm_dataset_meta meta = {0};
-    int64_t v = 0;
-    if (meta_int(a->checkpoint, "model.seq_len", &v, e)) goto out;
-    meta.seq_len = v;
-    if (meta_int(a->checkpoint, "model.vocab_size", &v, e)) goto out;
-    meta.vocab_size = v;
-    if (meta_int(a->checkpoint, "model.num_puzzle_identifiers", &v, e)) goto out;
-    meta.num_puzzle_identifiers = v;
     if (a->data) {
         const char *paths[1] = {a->data};
         if (trm_dataset_open(&d, paths, 1, a->split, e)) goto out;
         have_data = 1;
+    }
+    st_file wf; /* the model's data sizes: trm's metadata, else the weights and the data */
+    if (tensor_file_open(&wf, a->checkpoint, e)) goto out;
+    int bad_dims = trm_weights_dims(&wf, a->checkpoint, &rc_.arch, have_data ? &d.meta : NULL, a->seq_len, &meta, e);
+    st_close(&wf);
+    if (bad_dims) goto out;
+    if (have_data) {
         char *what = xasprintf("%s (%s split)", a->data, a->split);
         int bad = trm_dataset_check_compatible(&d.meta, &meta, what, e);
         free(what);

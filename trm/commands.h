@@ -18,10 +18,15 @@ int cmd_generate(int argc, char **argv, const trm_globals *g);
 int cmd_data(int argc, char **argv, const trm_globals *g);
 int cmd_devices(int argc, char **argv, const trm_globals *g);
 int cmd_bench(int argc, char **argv, const trm_globals *g);
+int cmd_convert(int argc, char **argv, const trm_globals *g);
 
 /* Splits key=value arguments from a command's argv: `cfg=NAME` is returned in *cfg_name,
  * other key=value / +k=v / ~k words are collected in order. Returns -1 on a stray word. */
 int trm_collect_overrides(int argc, char **argv, const char **cfg_name, char ***overrides,
                           int *noverrides, trm_err *e);
+/* Copies of the overrides with the reference's optional keys (run_name=, load_checkpoint=, ...)
+ * made add-or-set (`++key=`), so they work with or without `+`. Free with trm_free_strs. */
+char **trm_normalise_overrides(char **ov, int n);
+void trm_free_strs(char **s, int n);
 
 #endif

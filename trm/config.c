@@ -1631,6 +1631,9 @@ static int check_type(const char *key, const cfg_node *old, cfg_node *v, const c
         break;
     case CFG_STR:
         if (v->type == CFG_STR) return 0;
+        /* `puzzle_emb_ndim: ${.hidden_size}` holds a number once resolved: a plain value
+         * replacing an interpolation keeps its own type, as in OmegaConf */
+        if (has_interp(old->s)) return 0;
         if (is_scalar(v)) {
             sbuf b = {0};
             if (text) sb_puts(&b, text);
@@ -2118,8 +2121,23 @@ static cfg_node *finish(compose_ctx *c, cfg_node *root, int nov, char *const *ov
     return root;
 }
 
+void cfg_coerce_floats(cfg_node *root, const char *const *keys) {
+    for (int i = 0; keys && keys[i]; i++) {
+        cfg_node *n = cfg_get(root, keys[i]);
+        if (n && n->type == CFG_INT) {
+            n->type = CFG_FLOAT;
+            n->f = (double)n->i;
+        }
+    }
+}
+
 cfg_node *cfg_compose(const cfg_search *search, const char *cfg_name, int noverrides,
                       char *const *overrides, trm_err *e) {
+    return cfg_compose_over(search, cfg_name, NULL, noverrides, overrides, e);
+}
+
+cfg_node *cfg_compose_over(const cfg_search *search, const char *cfg_name, cfg_node *overlay, int noverrides,
+                           char *const *overrides, trm_err *e) {
     const char *name = cfg_name && *cfg_name ? cfg_name : "cfg_pretrain";
     compose_ctx c = {.e = e};
     const char **dirs;
@@ -2129,7 +2147,13 @@ cfg_node *cfg_compose(const cfg_search *search, const char *cfg_name, int noverr
     if (compose_search(&c, search, name, &dirs, &pdir) == 0 &&
         collect_choices(&c, noverrides, overrides, is_choice) == 0)
         root = compose_primary(&c, name);
+    if (root && overlay) {
+        merge_into(root, overlay);
+        overlay = NULL;
+    }
+    if (root) cfg_coerce_floats(root, search->float_keys);
     if (root) root = finish(&c, root, noverrides, overrides, is_choice);
+    cfg_free(overlay);
     free(is_choice);
     ctx_free(&c);
     free(dirs);

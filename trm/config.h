@@ -30,6 +30,9 @@ typedef struct {
     const char **dirs;
     int ndirs;
     int use_embedded;
+    /* keys the schema declares float (NULL-terminated, or NULL): an int there becomes a float
+     * once the configs are composed, as pydantic coerces it, so `expansion: 4` takes 2.5 */
+    const char *const *float_keys;
 } cfg_search;
 
 /* Parses YAML text (also JSON) into a tree; `name` is used in error messages (file:line:col). */
@@ -39,6 +42,12 @@ cfg_node *cfg_parse(const char *text, size_t len, const char *name, trm_err *e);
  * "arch=NAME", "cfg=NAME" is handled by the caller), then resolves interpolations. */
 cfg_node *cfg_compose(const cfg_search *search, const char *cfg_name, int noverrides,
                       char *const *overrides, trm_err *e);
+/* cfg_compose with `overlay` (consumed; may be NULL) merged over the composed configs before
+ * the overrides: a run's saved config (the reference's all_config.yaml) on trm's defaults. */
+cfg_node *cfg_compose_over(const cfg_search *search, const char *cfg_name, cfg_node *overlay, int noverrides,
+                           char *const *overrides, trm_err *e);
+/* Int values at these dotted keys (NULL-terminated list) become floats. */
+void cfg_coerce_floats(cfg_node *root, const char *const *keys);
 /* Applies one override string to an already-composed tree (used by cfg_compose and tests). */
 int cfg_apply_override(cfg_node *root, const cfg_search *search, const char *ov, trm_err *e);
 int cfg_resolve(cfg_node *root, trm_err *e);

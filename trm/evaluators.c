@@ -43,7 +43,9 @@ void trm_evaluators_free(trm_evaluators *ev) {
     free(ev);
 }
 
-static int sink_batch(void *ctx, const trm_batch *b, int64_t real, const int32_t *preds, const float *q, trm_err *e) {
+static int sink_batch(void *ctx, const trm_batch *b, int64_t real, const int32_t *preds, const float *q,
+                      const float *logits, trm_err *e) {
+    (void)logits;
     trm_evaluators *ev = ctx;
     int64_t S = b->seq_len;
     if (ev->arc && S != 900) return trm_errf(e, "evaluator arc@ARC needs 30x30 ARC sequences (seq_len 900), got %lld", (long long)S);
@@ -54,7 +56,7 @@ static int sink_batch(void *ctx, const trm_batch *b, int64_t real, const int32_t
 }
 
 trm_eval_sink trm_evaluators_sink(trm_evaluators *ev) {
-    trm_eval_sink s = {sink_batch, ev};
+    trm_eval_sink s = {sink_batch, ev, 0};
     return s;
 }
 

@@ -4,6 +4,7 @@
 
 #include "blas_select.h"
 #include "commands.h"
+#include "run_config.h"
 #include "util.h"
 
 typedef struct {
@@ -33,9 +34,23 @@ static const command_entry commands[] = {
      "    trm pretrain --nproc-per-node 2 cfg=sudoku device=cuda +run_name=ddp\n"},
     {"generate", cmd_generate, "run a trained checkpoint on data or a puzzle",
      "usage: trm generate --checkpoint FILE [--data DIR [--split test] [--json] [--output F]]\n"
-     "                    [--input TEXT] [device=...]\n"
-     "  Runs the model in evaluation mode (halt_max_steps ACT steps) with the config\n"
-     "  stored in the checkpoint.\n"},
+     "                    [--input TEXT] [cfg=NAME] [--seq-len N] [device=...] [overrides]\n"
+     "  Runs the model in evaluation mode (halt_max_steps ACT steps). FILE is a trm checkpoint\n"
+     "  or the reference's weights (torch.save or safetensors); the config is the one stored\n"
+     "  in FILE, else all_config.yaml beside it, else cfg=NAME with the overrides (it says which).\n"},
+    {"convert", cmd_convert, "PyTorch interop: trm checkpoint <-> the reference's state_dict",
+     "usage: trm convert CHECKPOINT.safetensors OUT [--compiled | --prefix P] [--force]\n"
+     "       trm convert REFERENCE_FILE OUT.safetensors [cfg=NAME] [overrides] [--data DIR] [--seq-len N] [--force]\n"
+     "  A trm checkpoint becomes exactly the reference's state_dict: keys model.inner.* (with\n"
+     "  --compiled _orig_mod.model.inner.*, what the reference's pretrain.py load_checkpoint=\n"
+     "  expects), fp32 weights (the EMA ones when the run used EMA), H_init/L_init in\n"
+     "  forward_dtype; OUT.safetensors for safetensors' load_file, any other name for torch.load.\n"
+     "  The reference's files (torch.save, e.g. its step_N, or safetensors; any of the prefixes\n"
+     "  _orig_mod., model., module.) become a trm checkpoint for trm generate and\n"
+     "  load_checkpoint=. The config comes from all_config.yaml beside the file (the reference's\n"
+     "  run config) over trm's defaults, else from cfg=NAME and the overrides; seq_len of an\n"
+     "  attention model comes from --data DIR, the config's data_paths or --seq-len.\n"
+     "  An existing OUT is kept unless --force is given.\n"},
     {"data", cmd_data, "build datasets (sudoku, maze, arc) and generate puzzles",
      "usage: trm data <builder> [options]\n"
      "  sudoku4 --out DIR [--train N] [--test N] [--min-clues A] [--max-clues B] [--seed S] [--force]\n"
@@ -103,7 +118,8 @@ static const command_entry *find_command(const char *name) {
 
 int main(int argc, char **argv) {
     trm_blas_select(argv);
-    trm_globals g = {.search = {.dirs = NULL, .ndirs = 0, .use_embedded = 1}, .argv0 = argv[0]};
+    trm_globals g = {.search = {.dirs = NULL, .ndirs = 0, .use_embedded = 1, .float_keys = trm_run_config_float_keys},
+                     .argv0 = argv[0]};
     const char **dirs = xcalloc((size_t)argc + 64, sizeof *dirs);
     int nd = 0, i = 1;
     for (; i < argc; i++) {

@@ -46,6 +46,58 @@ static int opt_int(const cfg_node *root, const char *key, int64_t *out, int64_t 
     return cfg_get_int(root, key, out, e);
 }
 
+const char *const trm_output_names[TRM_NOUTS] = {"inputs", "labels", "puzzle_identifiers", "logits",
+                                                 "q_halt_logits", "q_continue_logits", "preds"};
+
+const char *const trm_run_config_float_keys[] = {
+    "lr", "lr_min_ratio", "beta1", "beta2", "weight_decay", "puzzle_emb_weight_decay", "puzzle_emb_lr", "ema_rate",
+    "arch.expansion", "arch.halt_exploration_prob", "arch.rms_norm_eps", "arch.rope_theta", NULL};
+
+#define TRM_ARCH_NAME "recursive_reasoning.trm@TinyRecursiveReasoningModel_ACTV1"
+#define TRM_LOSS_NAME "losses@ACTLossHead"
+
+/* eval_save_outputs: trm's boolean, or the reference's list of names. */
+static int read_save_outputs(trm_run_config *rc, const cfg_node *root, trm_err *e) {
+    cfg_node *n = cfg_get(root, "eval_save_outputs");
+    if (!n || n->type == CFG_NULL) return 0;
+    if (n->type == CFG_BOOL) return rc->eval_save_outputs = n->b, 0;
+    if (n->type != CFG_LIST)
+        return trm_errf(e, "eval_save_outputs: expected a list of output names (or true), got %s", cfg_type_name(n->type));
+    for (int i = 0; i < n->n; i++) {
+        const cfg_node *it = n->items[i];
+        int k = 0;
+        while (k < TRM_NOUTS && !(it->type == CFG_STR && !strcmp(it->s, trm_output_names[k]))) k++;
+        if (k == TRM_NOUTS)
+            return trm_errf(e, "eval_save_outputs[%d]: %s%s%s is not an output; expected some of inputs, labels, "
+                               "puzzle_identifiers, logits, q_halt_logits, q_continue_logits, preds", i,
+                            it->type == CFG_STR ? "'" : "", it->type == CFG_STR ? it->s : cfg_type_name(it->type),
+                            it->type == CFG_STR ? "'" : "");
+        rc->eval_save_list |= 1u << k;
+    }
+    return 0;
+}
+
+/* The reference instantiates arch.name and arch.loss.name by import; trm is that one model
+ * and loss head, so another name is refused rather than silently trained as TRM. */
+static int check_classes(const cfg_node *root, const char *arch_name, trm_err *e) {
+    if (arch_name && strcmp(arch_name, TRM_ARCH_NAME))
+        return trm_errf(e, "arch.name: trm implements %s, not '%s'", TRM_ARCH_NAME, arch_name);
+    const cfg_node *loss = cfg_get(root, "arch.loss");
+    if (!loss || loss->type == CFG_NULL) return 0;
+    if (loss->type != CFG_MAP) return trm_errf(e, "arch.loss: expected a map (name, loss_type), got %s", cfg_type_name(loss->type));
+    for (int i = 0; i < loss->n; i++) {
+        const cfg_node *k = loss->items[i];
+        if (!strcmp(k->key, "name")) {
+            if (k->type != CFG_STR) return trm_errf(e, "arch.loss.name: expected a string, got %s", cfg_type_name(k->type));
+            if (strcmp(k->s, TRM_LOSS_NAME))
+                return trm_errf(e, "arch.loss.name: trm implements the loss head %s, not '%s'", TRM_LOSS_NAME, k->s);
+        } else if (strcmp(k->key, "loss_type")) {
+            return trm_errf(e, "arch.loss.%s: not an argument of %s (it takes loss_type)", k->key, TRM_LOSS_NAME);
+        }
+    }
+    return 0;
+}
+
 static int read_arch(trm_model_config *a, const cfg_node *root, const char **arch_name, trm_err *e) {
     int64_t v;
     double f;
@@ -106,7 +158,10 @@ int trm_run_config_read(trm_run_config *rc, const cfg_node *root, trm_err *e) {
     if (get_list(root, "evaluators", &rc->evaluators, &rc->n_evaluators, e)) return -1;
     if (cfg_get_int(root, "global_batch_size", &rc->global_batch_size, e)) return -1;
     if (cfg_get_int(root, "epochs", &rc->epochs, e)) return -1;
-    if (cfg_get_int(root, "eval_interval", &rc->eval_interval, e)) return -1;
+    /* eval_interval: null is the reference's "evaluate once, after all epochs" */
+    const cfg_node *ei = cfg_get(root, "eval_interval");
+    if (ei && ei->type == CFG_NULL) rc->eval_interval = rc->epochs;
+    else if (cfg_get_int(root, "eval_interval", &rc->eval_interval, e)) return -1;
     if (opt_int(root, "min_eval_interval", &rc->min_eval_interval, 0, e)) return -1;
     if (cfg_get_bool(root, "checkpoint_every_eval", &rc->checkpoint_every_eval, e)) return -1;
     if (cfg_get_float(root, "lr", &rc->lr, e)) return -1;
@@ -130,9 +185,10 @@ int trm_run_config_read(trm_run_config *rc, const cfg_node *root, trm_err *e) {
         opt_str(root, "load_checkpoint", &rc->load_checkpoint, e) ||
         opt_str(root, "checkpoint_path", &rc->checkpoint_path, e) || opt_str(root, "resume", &rc->resume, e))
         return -1;
-    if (opt_bool(root, "eval_save_outputs", &rc->eval_save_outputs, 0, e)) return -1;
+    if (read_save_outputs(rc, root, e)) return -1;
     if (opt_int(root, "stop_after_steps", &rc->stop_after_steps, 0, e)) return -1;
     if (read_arch(&rc->arch, root, &rc->arch_name, e)) return -1;
+    if (check_classes(root, rc->arch_name, e)) return -1;
 
     if (rc->global_batch_size < 1) return trm_errf(e, "global_batch_size must be >= 1 (got %lld)", (long long)rc->global_batch_size);
     if (rc->eval_interval < 1) return trm_errf(e, "eval_interval must be >= 1");

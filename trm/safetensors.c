@@ -436,6 +436,9 @@ void st_close(st_file *f) {
     }
     free(f->tensors);
     free(f->meta);
+    for (int i = 0; i < f->nowned; i++)
+        free(f->owned[i]);
+    free(f->owned);
     trm_mmap_close(&f->map);
     memset(f, 0, sizeof *f);
 }
@@ -510,6 +513,13 @@ int st_read_f32(const st_tensor *t, float *out, trm_err *e) {
         return trm_errf(e, "tensor '%s' has dtype %s, not a floating-point type", t->name ? t->name : "?",
                         st_dtype_name(t->dtype));
     }
+}
+
+uint16_t st_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
 /* ---- writer ---------------------------------------------------------------------------- */

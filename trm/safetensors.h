@@ -28,6 +28,8 @@ typedef struct {
     st_tensor *tensors;
     int nmeta;
     st_meta_kv *meta;
+    int nowned;    /* buffers tensors point into besides the mapping (a torch.save file's */
+    void **owned;  /* inflated members and gathered views, torch_pt.c); freed by st_close */
 } st_file;
 
 /* Opens and validates (header bounds, JSON, dtype, shape×size = span, offsets in range and
@@ -40,6 +42,8 @@ int st_dtype_size(st_dtype t);
 const char *st_dtype_name(st_dtype t);
 /* Converts any float dtype to float32 (count elements); error on integer tensors. */
 int st_read_f32(const st_tensor *t, float *out, trm_err *e);
+/* float32 -> bfloat16 bits, rounding to nearest even as torch does (NaN stays NaN). */
+uint16_t st_f32_to_bf16(float f);
 
 /* Writer: collect tensors (data borrowed until st_writer_save) and metadata, then save
  * atomically. crc32 of every tensor is added to the metadata as "crc32.<name>". */

@@ -21,6 +21,7 @@
 #include "json.h"
 #include "rng.h"
 #include "signals.h"
+#include "torch_pt.h"
 
 const char *const trm_metric_names[TRM_NMETRICS] = {
     "count", "accuracy", "exact_accuracy", "q_halt_accuracy",
@@ -65,8 +66,9 @@ double trm_eval_metric(const trm_eval_result *r, int set, int k) {
 }
 
 static int collect_batch(void *ctx, const trm_batch *b, int64_t real, const int32_t *preds, const float *q,
-                         trm_err *e) {
+                         const float *logits, trm_err *e) {
     (void)e;
+    (void)logits;
     trm_eval_outputs *o = ctx;
     int64_t S = b->seq_len;
     o->preds = xrealloc(o->preds, (size_t)(o->n + real) * (size_t)S * sizeof(int32_t));
@@ -78,8 +80,105 @@ static int collect_batch(void *ctx, const trm_batch *b, int64_t real, const int3
 }
 
 trm_eval_sink trm_eval_collect(trm_eval_outputs *o) {
-    trm_eval_sink s = {collect_batch, o};
+    trm_eval_sink s = {collect_batch, o, 0};
     return s;
+}
+
+struct trm_ref_outputs {
+    unsigned which;
+    int S, V, P, T, bf16;
+    int64_t rows;
+    int32_t *inputs, *labels, *pid;
+    int64_t *preds;
+    float *q_halt, *q_cont;
+    void *logits; /* uint16_t (bfloat16) or float */
+};
+
+trm_ref_outputs *trm_ref_outputs_new(unsigned which, const trm_model *m) {
+    trm_ref_outputs *o = xcalloc(1, sizeof *o);
+    o->which = which;
+    o->S = m->S;
+    o->V = m->V;
+    o->P = m->P;
+    o->T = m->T;
+    o->bf16 = m->cfg.forward_bf16;
+    return o;
+}
+
+static void *grow(void *p, int64_t rows, size_t row_bytes) { return xrealloc(p, (size_t)rows * row_bytes + 1); }
+
+static int ref_outputs_batch(void *ctx, const trm_batch *b, int64_t real, const int32_t *preds, const float *q,
+                             const float *logits, trm_err *e) {
+    (void)real; /* the reference saves the padded rows too */
+    trm_ref_outputs *o = ctx;
+    int64_t n = b->batch_size, r0 = o->rows, S = o->S, V = o->V, all = r0 + n;
+    size_t srow = (size_t)S * sizeof(int32_t);
+    if (o->which & TRM_OUT_INPUTS) o->inputs = grow(o->inputs, all, srow), memcpy(o->inputs + r0 * S, b->inputs, (size_t)n * srow);
+    if (o->which & TRM_OUT_LABELS) o->labels = grow(o->labels, all, srow), memcpy(o->labels + r0 * S, b->labels, (size_t)n * srow);
+    if (o->which & TRM_OUT_PUZZLE_IDS)
+        o->pid = grow(o->pid, all, sizeof(int32_t)), memcpy(o->pid + r0, b->puzzle_identifiers, (size_t)n * sizeof(int32_t));
+    if (o->which & TRM_OUT_PREDS) {
+        o->preds = grow(o->preds, all, (size_t)S * sizeof(int64_t));
+        for (int64_t i = 0; i < n * S; i++) o->preds[r0 * S + i] = preds[i];
+    }
+    if (o->which & TRM_OUT_Q_HALT) {
+        o->q_halt = grow(o->q_halt, all, sizeof(float));
+        for (int64_t i = 0; i < n; i++) o->q_halt[r0 + i] = q[2 * i];
+    }
+    if (o->which & TRM_OUT_Q_CONTINUE) {
+        o->q_cont = grow(o->q_cont, all, sizeof(float));
+        for (int64_t i = 0; i < n; i++) o->q_cont[r0 + i] = q[2 * i + 1];
+    }
+    if ((o->which & TRM_OUT_LOGITS) && !logits) return trm_errf(e, "eval_save_outputs: logits are saved by one process only");
+    if (o->which & TRM_OUT_LOGITS) { /* the sequence positions, after the puzzle embedding's */
+        size_t es = o->bf16 ? 2 : 4;
+        o->logits = grow(o->logits, all, (size_t)S * V * es);
+        for (int64_t i = 0; i < n; i++) {
+            const float *src = logits + ((size_t)i * o->T + o->P) * V;
+            size_t dst = ((size_t)(r0 + i) * S) * V;
+            if (o->bf16)
+                for (int64_t k = 0; k < S * V; k++) ((uint16_t *)o->logits)[dst + k] = st_f32_to_bf16(src[k]);
+            else
+                memcpy((float *)o->logits + dst, src, (size_t)S * V * sizeof(float));
+        }
+    }
+    o->rows = all;
+    return 0;
+}
+
+trm_eval_sink trm_ref_outputs_sink(trm_ref_outputs *o) {
+    trm_eval_sink s = {ref_outputs_batch, o, (o->which & TRM_OUT_LOGITS) != 0};
+    return s;
+}
+
+void trm_ref_outputs_free(trm_ref_outputs *o) {
+    if (!o) return;
+    free(o->inputs);
+    free(o->labels);
+    free(o->pid);
+    free(o->preds);
+    free(o->q_halt);
+    free(o->q_cont);
+    free(o->logits);
+    free(o);
+}
+
+int trm_ref_outputs_save(trm_ref_outputs *o, const char *path, trm_err *e) {
+    st_writer w;
+    st_writer_init(&w);
+    int64_t s2[2] = {o->rows, o->S}, s1[1] = {o->rows}, s3[3] = {o->rows, o->S, o->V};
+    /* the reference's order: the batch's tensors, then the model's outputs */
+    if (o->which & TRM_OUT_INPUTS) st_writer_add(&w, "inputs", ST_I32, 2, s2, o->inputs);
+    if (o->which & TRM_OUT_LABELS) st_writer_add(&w, "labels", ST_I32, 2, s2, o->labels);
+    if (o->which & TRM_OUT_PUZZLE_IDS) st_writer_add(&w, "puzzle_identifiers", ST_I32, 1, s1, o->pid);
+    if (o->which & TRM_OUT_LOGITS) st_writer_add(&w, "logits", o->bf16 ? ST_BF16 : ST_F32, 3, s3, o->logits);
+    if (o->which & TRM_OUT_Q_HALT) st_writer_add(&w, "q_halt_logits", ST_F32, 1, s1, o->q_halt);
+    if (o->which & TRM_OUT_Q_CONTINUE) st_writer_add(&w, "q_continue_logits", ST_F32, 1, s1, o->q_cont);
+    if (o->which & TRM_OUT_PREDS) st_writer_add(&w, "preds", ST_I64, 2, s2, o->preds);
+    int rc = w.ntensors ? pt_save(&w, path, 0, e) : 0;
+    if (!rc && w.ntensors) fprintf(stderr, "outputs: %s\n", path);
+    st_writer_free(&w);
+    return rc;
 }
 
 /* In a distributed run each rank steps its share of every test batch; predictions are gathered
@@ -105,6 +204,9 @@ int trm_evaluate(trm_model *m, trm_plan *plan, const trm_dataset *d, int64_t glo
     size_t rows = (size_t)m->B * (size_t)world;
     int32_t *preds = nsinks ? xmalloc(rows * m->S * sizeof(int32_t)) : NULL;
     float *q = nsinks ? xmalloc(rows * 2 * sizeof(float)) : NULL;
+    int want_logits = 0; /* one process only: the other ranks' logits are never gathered */
+    for (int k = 0; k < nsinks && world == 1; k++) want_logits |= sinks[k].want_logits;
+    float *logits = want_logits ? xmalloc(rows * (size_t)m->T * m->V * sizeof(float)) : NULL;
     /* A sink's error (rank 0 only) ends the sinks, not the loop: the other ranks are still
      * stepping their shares and gathering, and rank 0 must meet them in every collective. */
     int got, rc = 0;
@@ -137,12 +239,14 @@ int trm_evaluate(trm_model *m, trm_plan *plan, const trm_dataset *d, int64_t glo
         int64_t real = sb->effective_size < (int64_t)rows ? sb->effective_size : (int64_t)rows;
         be->to_host(be, preds, world > 1 ? m->all_preds : m->preds, rows * m->S * sizeof(int32_t));
         be->to_host(be, q, world > 1 ? m->all_q : m->q, rows * 2 * sizeof(float));
-        for (int k = 0; k < nsinks && rc == 0; k++) rc = sinks[k].batch(sinks[k].ctx, sb, real, preds, q, e);
+        if (logits) be->to_host(be, logits, m->logits, rows * (size_t)m->T * m->V * sizeof(float));
+        for (int k = 0; k < nsinks && rc == 0; k++) rc = sinks[k].batch(sinks[k].ctx, sb, real, preds, q, logits, e);
     }
     trm_model_swap_carry(m);
     be->zero(be, m->metrics, TRM_NMETRICS * sizeof(double)); /* training accumulates from zero */
     free(preds);
     free(q);
+    free(logits);
     trm_batch_free(&b);
     if (gb.inputs) trm_batch_free(&gb);
     /* every rank walked the same batches (rank 0's sink errors surface after the reduce) */
@@ -376,15 +480,32 @@ static int evaluate_and_log(trainer *t, trm_err *e) {
     trm_eval_outputs o = {0};
     const float *w = t->rc.ema ? t->m.ema : NULL;
     int save = t->rc.eval_save_outputs && is_root(t), nsinks = 0;
-    trm_eval_sink sinks[2];
+    trm_eval_sink sinks[3];
     if (save) sinks[nsinks++] = trm_eval_collect(&o);
+    trm_ref_outputs *ref = t->rc.eval_save_list && is_root(t) ? trm_ref_outputs_new(t->rc.eval_save_list, &t->m) : NULL;
+    if (ref) sinks[nsinks++] = trm_ref_outputs_sink(ref);
     /* The evaluators are not reset between evaluations: the reference's ARC evaluator votes
      * with aggregated_voting=True, over the predictions of every evaluation of the run so far. */
     if (t->evals) sinks[nsinks++] = trm_evaluators_sink(t->evals);
     if (trm_evaluate(&t->m, &t->plan, &t->test, t->rc.global_batch_size, w, &r, sinks, nsinks, t->dist, e)) {
         free(o.preds);
         free(o.q_halt);
+        trm_ref_outputs_free(ref);
         return -1;
+    }
+    if (ref) { /* named as the reference names it: step_N_all_preds.<rank> */
+        char *name = xasprintf("step_%" PRId64 "_all_preds.0", t->step);
+        char *path = trm_path_join(t->run_dir, name);
+        int bad = trm_ref_outputs_save(ref, path, e);
+        trm_ref_outputs_free(ref);
+        free(name);
+        free(path);
+        if (bad) {
+            free(o.preds);
+            free(o.q_halt);
+            trm_eval_result_free(&r);
+            return -1;
+        }
     }
     trm_eval_metrics em;
     char tag[64];
@@ -450,8 +571,13 @@ static int open_data(trainer *t, trm_err *e) {
     int have = 1;
     for (int i = 0; i < ntp; i++) {
         char *d = trm_path_join(tp[i], "test");
-        have &= trm_is_dir(d);
+        int found = trm_is_dir(d);
         free(d);
+        /* test data asked for by name must exist: a typo must not train without evaluation */
+        if (!found && t->rc.n_data_paths_test)
+            return trm_errf(e, "data_paths_test: %s %s", tp[i],
+                            trm_is_dir(tp[i]) ? "has no test/ split" : "does not exist");
+        have &= found;
     }
     if (have) {
         if (trm_dataset_open(&t->test, (const char *const *)tp, ntp, "test", e)) return -1;
@@ -654,6 +780,9 @@ static int setup(trainer *t, const char *resume_path, trm_err *e) {
     trm_dist *d = t->dist;
     if (trm_check_batch_split(t->rc.global_batch_size, d->rank, d->world, e))
         return -1;
+    if ((t->rc.eval_save_list & TRM_OUT_LOGITS) && d->world > 1)
+        return trm_errf(e, "eval_save_outputs: logits are saved by a one-process run only (the ranks' logits are "
+                           "not gathered); leave logits out or evaluate with trm generate");
     char *yaml = cfg_to_yaml(t->cfg);
     uint32_t cfg_crc = (uint32_t)crc32(0L, (const Bytef *)yaml, (uInt)strlen(yaml));
     free(yaml);

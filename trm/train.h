@@ -29,14 +29,27 @@ typedef struct {
 
 /* Receives every evaluation batch after its final ACT step: the batch (host), its number of
  * real rows (the rest is padding), and host copies of the predictions (B×S) and q logits
- * (B×2: q_halt, q_continue). Used to save outputs and to feed evaluators such as ARC's. */
+ * (B×2: q_halt, q_continue), and with want_logits the logits (B×T×V, puzzle positions
+ * first; one process only), else NULL. Used to save outputs and to feed evaluators such as
+ * ARC's. */
 typedef struct {
-    int (*batch)(void *ctx, const trm_batch *b, int64_t real, const int32_t *preds, const float *q, trm_err *e);
+    int (*batch)(void *ctx, const trm_batch *b, int64_t real, const int32_t *preds, const float *q,
+                 const float *logits, trm_err *e);
     void *ctx;
+    int want_logits;
 } trm_eval_sink;
 
 /* A sink that appends predictions and q_halt to `o`. */
 trm_eval_sink trm_eval_collect(trm_eval_outputs *o);
+
+/* The reference's eval_save_outputs: every row of every test batch (padding included, as the
+ * reference concatenates its batches), the chosen tensors in the reference's dtypes. */
+typedef struct trm_ref_outputs trm_ref_outputs;
+trm_ref_outputs *trm_ref_outputs_new(unsigned which, const trm_model *m);
+trm_eval_sink trm_ref_outputs_sink(trm_ref_outputs *o);
+/* Writes them as the reference's torch.save of a dict (step_N_all_preds.0) and frees o. */
+int trm_ref_outputs_save(trm_ref_outputs *o, const char *path, trm_err *e);
+void trm_ref_outputs_free(trm_ref_outputs *o);
 
 struct trm_dist;
 /* Evaluates `weights` (NULL = m->w) on every set of `d` through `plan` (trm_plan_init on m);
