@@ -1,4 +1,5 @@
-/* cli_common.c — helpers shared by the commands: splitting key=value overrides. */
+/* cli_common.c — helpers shared by the commands: splitting key=value overrides, spotting a
+ * request for help. */
 #include <string.h>
 
 #include "commands.h"
@@ -23,6 +24,14 @@ int trm_collect_overrides(int argc, char **argv, const char **cfg_name, char ***
             continue;
         }
         (*overrides)[(*noverrides)++] = argv[i];
+    }
+    return 0;
+}
+
+int trm_wants_help(int argc, char **argv) {
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--")) return 0;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return 1;
     }
     return 0;
 }

@@ -101,6 +101,25 @@ static const command_entry *find_command(const char *name) {
     return NULL;
 }
 
+/* "trm: unknown command 'pretrian'; did you mean 'pretrain'?" */
+static void unknown_command(const char *name) {
+    const char *names[NCOMMANDS + 1];
+    for (size_t i = 0; i < NCOMMANDS; i++) names[i] = commands[i].name;
+    names[NCOMMANDS] = "help";
+    const char *near = trm_nearest(name, names, NCOMMANDS + 1);
+    if (near)
+        fprintf(stderr, "trm: unknown command '%s'; did you mean '%s'? (see trm --help)\n", name, near);
+    else
+        fprintf(stderr, "trm: unknown command '%s' (see trm --help)\n", name);
+}
+
+/* `trm help CMD [SUB]`; `trm data BUILDER --help` comes here too. */
+static int print_help(const command_entry *c, const char *sub) {
+    if (sub && c->fn == cmd_data) return trm_data_help(sub, stdout);
+    fputs(c->help, stdout);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     trm_blas_select(argv);
     trm_globals g = {.search = {.dirs = NULL, .ndirs = 0, .use_embedded = 1}, .argv0 = argv[0]};
@@ -140,20 +159,20 @@ int main(int argc, char **argv) {
             usage(stdout);
             rc = 0;
         } else if (!c) {
-            fprintf(stderr, "trm: no command '%s' (see trm --help)\n", argv[i + 1]);
+            unknown_command(argv[i + 1]);
             rc = 2;
         } else {
-            fputs(c->help, stdout);
-            rc = 0;
+            rc = print_help(c, i + 2 < argc ? argv[i + 2] : NULL);
         }
     } else {
         const command_entry *c = find_command(argv[i]);
         if (!c) {
-            fprintf(stderr, "trm: unknown command '%s' (see trm --help)\n", argv[i]);
+            unknown_command(argv[i]);
             rc = 2;
-        } else if (i + 1 < argc && (!strcmp(argv[i + 1], "--help") || !strcmp(argv[i + 1], "-h"))) {
-            fputs(c->help, stdout);
-            rc = 0;
+        } else if (trm_wants_help(argc - i - 1, argv + i + 1)) {
+            /* `trm data sudoku --help`: the builder's own usage */
+            const char *sub = c->fn == cmd_data && i + 1 < argc && argv[i + 1][0] != '-' ? argv[i + 1] : NULL;
+            rc = print_help(c, sub);
         } else {
             rc = c->fn(argc - i - 1, argv + i + 1, &g);
         }
