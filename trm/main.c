@@ -77,6 +77,17 @@ static const command_entry commands[] = {
      "                 [--num-ids N] [--json]\n"
      "  Times N training steps (after W warm-up steps) of the configured model on random\n"
      "  tokens: median ms/step, examples/s, model TFLOP/s and peak RSS.\n"},
+    {"plot", cmd_plot, "plot learning curves of one or more runs",
+     "usage: trm plot RUN_DIR [RUN_DIR ...] [-o FILE.svg|FILE.png] [--title T] [--width PX]\n"
+     "  Reads each run's metrics.jsonl (a run still training plots what it has) and draws\n"
+     "  lm_loss (log scale when it spans a factor of 5), accuracy, exact accuracy, q_halt\n"
+     "  accuracy, mean ACT steps and the learning rate against step, train solid and eval\n"
+     "  dashed, one colour per run, and ARC pass@K when a run has it. The format follows the\n"
+     "  extension of -o (default curves.svg); PNG is written without any image library.\n"
+     "  Each run directory also holds report.html, refreshed at every evaluation.\n"
+     "  examples:\n"
+     "    trm plot checkpoints/tiny-demo\n"
+     "    trm plot runs/a runs/b -o compare.png\n"},
     {"version", cmd_version, "print the version", "usage: trm version\n"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
