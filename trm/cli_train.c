@@ -12,7 +12,9 @@
 #include "evaluators.h"
 #include "json.h"
 #include "launch.h"
+#include "run_display.h"
 #include "safetensors.h"
+#include "term.h"
 #include "train.h"
 
 /* Keys the reference's users add with `+key=v`; trm also accepts them without the `+`. */
@@ -484,6 +486,21 @@ static int run_inputs(trm_model *m, const gen_args *a, json_buf *jb, trm_err *e)
     return 0;
 }
 
+/* The evaluation's progress on stderr (in place on a terminal; a line now and then otherwise). */
+typedef struct {
+    trm_display disp;
+    double t0;
+} eval_view;
+
+static void show_eval_progress(void *ctx, int64_t done, int64_t total, const char *set) {
+    eval_view *v = ctx;
+    if (!trm_display_due(&v->disp)) return;
+    char line[512];
+    double eta = (trm_now_seconds() - v->t0) / (double)done * (double)(total - done);
+    trm_eval_status_format(-1, set, done, total, eta, trm_display_width(&v->disp), line, sizeof line);
+    trm_display_progress(&v->disp, line, 1);
+}
+
 static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
     int rc = -1;
     cfg_node *cfg = config_from_checkpoint(a->checkpoint, &g->search, a->overrides, a->noverrides, e);
@@ -544,7 +561,11 @@ static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
         if (evals) sinks[nsinks++] = trm_evaluators_sink(evals);
         trm_eval_metrics em = {0};
         char *ckdir = dirname_of(a->checkpoint), *tag = xasprintf("generate_%s", a->split);
-        int erc = trm_evaluate(&m, &plan, &d, gbs, NULL, &r, sinks, nsinks, NULL, e);
+        eval_view view = {.t0 = trm_now_seconds()};
+        trm_display_init(&view.disp, stderr, 1, trm_term_is_tty(stderr));
+        trm_eval_progress prog = {show_eval_progress, &view};
+        int erc = trm_evaluate(&m, &plan, &d, gbs, NULL, &r, sinks, nsinks, NULL, &prog, e);
+        trm_display_clear(&view.disp);
         if (!erc) erc = trm_evaluators_finish(evals, ckdir, tag, &em, e);
         if (!erc && evals) fprintf(stderr, "submission: %s/evaluator_ARC_%s/submission.json\n", ckdir, tag);
         free(ckdir);
