@@ -167,6 +167,19 @@ static void collect(panel *p, const trm_run_log *runs, int nruns) {
     }
 }
 
+/* The nearest of 1, 2, 5 times a power of ten below (dir < 0) or above x > 0. */
+static double step125(double x, int dir) {
+    double mag = pow(10, floor(log10(x))), m[4] = {1, 2, 5, 10};
+    if (dir < 0) {
+        for (int i = 3; i >= 0; i--)
+            if (m[i] * mag <= x * (1 + 1e-12)) return m[i] * mag;
+        return mag;
+    }
+    for (int i = 0; i < 4; i++)
+        if (m[i] * mag >= x * (1 - 1e-12)) return m[i] * mag;
+    return 10 * mag;
+}
+
 static void y_range(panel *p) {
     double lo = INFINITY, hi = -INFINITY;
     for (int i = 0; i < p->nser; i++)
@@ -180,8 +193,8 @@ static void y_range(panel *p) {
     }
     if (!(lo <= hi)) lo = 0, hi = 1;
     p->log = p->def->may_log && lo > 0 && hi / lo >= 5;
-    if (p->log) {
-        p->ylo = lo / 1.2, p->yhi = hi * 1.2;
+    if (p->log) { /* end on 1-2-5 values, so that both ends are labelled */
+        p->ylo = step125(lo, -1), p->yhi = step125(hi, 1);
         return;
     }
     if (p->def->from_zero && lo > 0) lo = 0;
@@ -422,7 +435,23 @@ static void draw_axes(painter *pp, const figure *f, const panel *p) {
     pp->text(pp, p->cx + 8, p->cy + 17, title, ANCHOR_START, ink, 1);
 }
 
-static void draw_series(painter *pp, const figure *f, const panel *p, const plot_series *ps) {
+/* End-of-line labels placed so far in a panel, to keep them from overprinting each other. */
+typedef struct {
+    double x[64], y[64];
+    int n;
+} label_spots;
+
+static double free_spot(label_spots *ls, double x, double y) {
+    for (int moved = 1; moved;) {
+        moved = 0;
+        for (int i = 0; i < ls->n; i++)
+            if (fabs(ls->x[i] - x) < 40 && fabs(ls->y[i] - y) < 12) y = ls->y[i] - 12, moved = 1;
+    }
+    if (ls->n < 64) ls->x[ls->n] = x, ls->y[ls->n++] = y;
+    return y;
+}
+
+static void draw_series(painter *pp, const figure *f, const panel *p, const plot_series *ps, label_spots *ls) {
     const trm_series *s = ps->s;
     double *xy = xmalloc((size_t)s->n * 2 * sizeof *xy);
     int n = 0;
@@ -444,8 +473,10 @@ static void draw_series(painter *pp, const figure *f, const panel *p, const plot
     if (n > 0) pp->polyline(pp, xy, n, col, ps->eval ? 2.0 : 1.5, ps->eval, attrs.p);
     if (markers)
         for (int i = 0; i < n; i++) pp->disc(pp, xy[2 * i], xy[2 * i + 1], 3, col);
-    if (n > 0 && ps->name[0]) /* which set, or which K, at the line's end */
-        pp->text(pp, xy[2 * (n - 1)] - 4, xy[2 * (n - 1) + 1] - 6, ps->name, ANCHOR_END, col, 0);
+    if (n > 0 && ps->name[0]) { /* which set, or which K, at the line's end */
+        double x = xy[2 * (n - 1)] - 4, y = free_spot(ls, x, xy[2 * (n - 1) + 1] - 6);
+        pp->text(pp, x, y, ps->name, ANCHOR_END, col, 0);
+    }
     sb_free(&attrs);
     free(xy);
 }
@@ -483,9 +514,10 @@ static void draw(painter *pp, const figure *f) {
         const panel *p = &f->panels[i];
         draw_axes(pp, f, p);
         int any = 0;
+        label_spots ls = {.n = 0};
         for (int pass = 0; pass < 2; pass++) /* train under eval */
             for (int k = 0; k < p->nser; k++)
-                if (p->ser[k].eval == pass) draw_series(pp, f, p, &p->ser[k]), any = 1;
+                if (p->ser[k].eval == pass) draw_series(pp, f, p, &p->ser[k], &ls), any = 1;
         if (!any) pp->text(pp, p->x + p->w / 2, p->y + p->h / 2, "no data yet", ANCHOR_MIDDLE, grey, 0);
     }
 }

@@ -231,7 +231,7 @@ static void puzzles_section(trm_sbuf *b, const trm_report *r) {
     static const char *const how[] = {"", "Predicted digits in blue; wrong cells in red. Givens are grey.",
                                        "Walls dark, start green, goal red, path orange; wrong cells outlined in magenta.",
                                        "The prediction is shown over the answer's area; wrong cells are crossed."};
-    sb_printf(b, "<p class=\"note\">%d examples of the test set <code>", s->n);
+    sb_printf(b, "<p class=\"note\">%d example%s of the test set <code>", s->n, s->n == 1 ? "" : "s");
     sb_escape(b, s->set);
     sb_printf(b, "</code> at the evaluation of step %lld. %s</p>\n", (long long)r->puzzles_step, how[s->kind]);
     for (int k = 0; k < s->n; k++) puzzle_html(b, s, k);

@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "term.h"
@@ -169,6 +170,10 @@ size_t trm_eval_status_format(int64_t step, const char *set, int64_t done, int64
 void trm_display_init(trm_display *d, FILE *out, int enabled, int tty) {
     *d = (trm_display){.out = out, .enabled = enabled, .tty = enabled && tty, .interval = 1.0,
                        .plain_interval = 30.0};
+    /* TRM_PROGRESS_INTERVAL=S redraws every S seconds (a slow remote terminal wants fewer) */
+    const char *env = getenv("TRM_PROGRESS_INTERVAL");
+    double v = env ? strtod(env, NULL) : 0;
+    if (v >= 0.05 && v <= 3600) d->interval = v;
     /* a terminal shows the status at once; a log's first progress line comes after a full
      * interval, so short phases add no lines */
     d->last = d->tty ? -1e300 : trm_now_seconds();

@@ -32,7 +32,7 @@ void trm_format_duration(double s, char *out, size_t n);
 typedef struct {
     FILE *out;
     int enabled, tty;
-    double interval;       /* seconds between redraws on a terminal */
+    double interval;       /* seconds between redraws on a terminal: 1, or TRM_PROGRESS_INTERVAL */
     double plain_interval; /* seconds between progress lines elsewhere */
     double last;           /* when the last progress was shown */
     size_t shown;          /* length of the live line on screen; 0 when there is none */
