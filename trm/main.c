@@ -27,6 +27,9 @@ static const command_entry commands[] = {
      "  Distributed data-parallel: --nproc-per-node N starts N workers on this host; also\n"
      "  `mpirun -np N trm pretrain ...` and torchrun's environment (RANK, WORLD_SIZE,\n"
      "  LOCAL_RANK, MASTER_ADDR, MASTER_PORT). global_batch_size is split over the ranks.\n"
+     "  The run directory (checkpoint_path) gets config.yaml, metrics.jsonl, checkpoints and\n"
+     "  report.html (open it in a browser; refreshed at every evaluation). On a terminal one\n"
+     "  status line shows the progress (redrawn every TRM_PROGRESS_INTERVAL=1 seconds).\n"
      "  examples:\n"
      "    trm pretrain cfg=sudoku data_paths=[data/sudoku-extreme-1k-aug-1000] +run_name=x\n"
      "    trm pretrain arch.L_cycles=4 global_batch_size=64 resume=auto\n"
@@ -35,7 +38,10 @@ static const command_entry commands[] = {
      "usage: trm generate --checkpoint FILE [--data DIR [--split test] [--json] [--output F]]\n"
      "                    [--input TEXT] [device=...]\n"
      "  Runs the model in evaluation mode (halt_max_steps ACT steps) with the config\n"
-     "  stored in the checkpoint.\n"},
+     "  stored in the checkpoint. --input takes Sudoku digits ('.' or '0' blank; spaces, '|',\n"
+     "  '-', '+' and newlines are layout), maze text ('# SGo') or comma-separated token ids;\n"
+     "  repeat it for several puzzles. --json prints one JSON object: the data's metrics\n"
+     "  and/or \"puzzles\": [{input, prediction, input_tokens, prediction_tokens, ...}].\n"},
     {"data", cmd_data, "build datasets (sudoku, maze, arc) and generate puzzles",
      "usage: trm data <builder> [options]\n"
      "  sudoku4 --out DIR [--train N] [--test N] [--min-clues A] [--max-clues B] [--seed S] [--force]\n"

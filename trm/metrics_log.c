@@ -85,6 +85,9 @@ static int read_record(trm_run_log *r, const char *line, size_t len, int64_t lin
     return 0;
 }
 
+static char *label_for_path(const char *dir);
+
+/* run_name of the run's config.yaml, else the directory's own name. */
 static char *label_for(const char *dir) {
     char *cpath = trm_path_join(dir, "config.yaml");
     size_t len;
@@ -100,6 +103,16 @@ static char *label_for(const char *dir) {
         free(text);
     }
     if (label) return label;
+    char *real = realpath(dir, NULL); /* "." names the directory it is */
+    if (real) {
+        label = label_for_path(real);
+        free(real);
+        return label;
+    }
+    return label_for_path(dir);
+}
+
+static char *label_for_path(const char *dir) {
     size_t n = strlen(dir);
     while (n > 1 && dir[n - 1] == '/') n--;
     size_t s = n;
