@@ -16,4 +16,4 @@ mkdir -p "$W" "$DOCS/img" && cd "$W"
     arch.mlp_t=False arch.pos_encodings=rope > tiny-attention.log
 "$TRM" plot runs/tiny-demo runs/tiny-attention -o "$DOCS/img/curves.png" --width 1200 \
   --title "cfg=tiny on the 4x4 Sudoku: MLP mixer (the preset) vs attention + RoPE"
-"$DOCS/screenshot_report.sh" runs/tiny-demo "$DOCS/img/report.png" 1280
+"$DOCS/screenshot_report.sh" runs/tiny-demo "$DOCS/img/report.png" 1280 2300
