@@ -37,6 +37,30 @@ done
 grep -q "prediction" solve.txt || fail "no prediction printed"
 "$TRM" generate --checkpoint "$ckpt" --input "1.3" 2>err.txt && fail "accepted a partial puzzle"
 grep -q "seq_len 16" err.txt || fail "partial puzzle message"
+# --json with --input: one JSON object; with --data too, the metrics and the puzzles together
+"$TRM" generate --checkpoint "$ckpt" --input "1.3. .... .... 4..2" --input "..2. 3... ...1 .4.." --json > solve.json ||
+  fail "generate --input --json"
+"$TRM" generate --checkpoint "$ckpt" --data data --input "1.3. .... .... 4..2" --json > both.json ||
+  fail "generate --data --input --json"
+if command -v python3 > /dev/null; then
+  python3 - solve.json both.json <<'PY' || fail "generate --input --json is not the expected JSON"
+import json, sys
+a = json.load(open(sys.argv[1]))
+assert [p["puzzle"] for p in a["puzzles"]] == [1, 2], a
+p = a["puzzles"][0]
+assert p["input"] == "1.3.........4..2" and len(p["prediction"]) == 16, p
+assert p["input_tokens"][:4] == [2, 1, 4, 1] and len(p["prediction_tokens"]) == 16, p
+assert p["act_steps"] == 4 and 0 < p["halting_confidence"] < 1, p
+assert all(c in ".1234" for c in p["prediction"]), p
+b = json.load(open(sys.argv[2]))
+assert "all/exact_accuracy" in b and len(b["puzzles"]) == 1, sorted(b)
+PY
+fi
+"$TRM" generate --checkpoint "$ckpt" --input "1.3x .... .... 4..2" 2>err.txt && fail "accepted an 'x' in a Sudoku"
+grep -q "'x' at offset 3 is not a token of this model: this model takes the digits 1-4 for cells and '.' or '0' for blanks" \
+  err.txt || fail "wrong-token message: $(cat err.txt)"
+"$TRM" generate --checkpoint "$ckpt" --input "1.39 .... .... 4..2" 2>err.txt && fail "accepted a 9 in a 4x4 Sudoku"
+grep -q "'9' at offset 3.*digits 1-4" err.txt || fail "out-of-range digit message: $(cat err.txt)"
 
 "$TRM" pretrain "${common[@]}" device=mps:99 2>err.txt && fail "device=mps:99 accepted"
 grep -Eq "no 'mps' backend|mps device\(s\) present" err.txt || fail "device=mps:99 message: $(cat err.txt)"
@@ -54,6 +78,7 @@ rc=$?
 [ "$rc" = 130 ] || { cat sig.txt; fail "SIGINT exit status $rc, expected 130"; }
 saved=$(ls run_sig/step_*.safetensors 2>/dev/null | sed 's/.*step_\([0-9]*\).*/\1/' | sort -n | tail -1)
 [ -n "$saved" ] || fail "no checkpoint after SIGINT"
+grep -q "stopped by signal 2 at step $saved" run_sig/report.html || fail "report.html does not say the run was stopped"
 "$TRM" pretrain "${common[@]}" checkpoint_path=run_sig epochs=200 eval_interval=100 resume=auto \
   stop_after_steps=$((saved + 2)) > resume.txt 2>&1 || { cat resume.txt; fail "resume=auto after SIGINT"; }
 grep -q "resumed from run_sig/step_$saved.safetensors at step $saved" resume.txt || fail "did not resume from step $saved"

@@ -572,7 +572,7 @@ START_TEST(test_override_forms) {
                   "device=1e-4", "arch.forward_dtype=true", "min_eval_interval=null",
                   "+m={a: 1, b: [x, {c: 2}]}", "evaluators=[{name: y}]", "arch.loss={name: z}",
                   "+empty=", "eval_interval=2.0", "+list_empty=[]", "arch.expansion= 8 ",
-                  "~compile=true", "+s=${arch.hidden_size}", "arch.L_cycles=${arch.H_cycles}",
+                  "~compile=auto", "+s=${arch.hidden_size}", "arch.L_cycles=${arch.H_cycles}",
                   "+neg=-5", "+sp=a b", NULL};
     cfg_node *n = with(ov);
     ck_assert_int_eq(get_int(n, "arch.L_layers"), 3);

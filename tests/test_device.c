@@ -1,6 +1,7 @@
 /* test_device.c — the device policy driven through the capability table, the mps row
  * included (compiled into this binary or not): distributed is refused where a backend cannot
- * all-reduce, compile and bf16 fall back with one warning each; device= parsing with its
+ * all-reduce, compile (auto by default: silent) and bf16 fall back with one warning each when
+ * asked for; the compile key's three states; device= parsing with its
  * errors naming the backends this binary has; device=auto never picks a CPU-type Vulkan device. */
 #include <check.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include "check_main.h"
 #include "device.h"
 #include "dist.h"
+#include "run_config.h"
 
 static int count_lines(FILE *f) {
     rewind(f);
@@ -90,13 +92,17 @@ START_TEST(local_ranks_take_their_gpu) {
 }
 END_TEST
 
+/* compile is auto (-1), off or on; auto follows the backend without a word, only an explicit
+ * compile=true where the backend has no compile stage is warned about. */
 START_TEST(policy_for_every_row_and_request) {
     const char *names[] = {"cpu", "cuda", "mps"};
     for (int b = 0; b < 3; b++) {
         const trm_caps *caps = trm_known_caps(names[b]);
         ck_assert_ptr_nonnull(caps);
-        for (int r = 0; r < 8; r++) {
-            trm_device_request req = {.want_compile = r & 1, .want_bf16 = (r >> 1) & 1, .want_distributed = (r >> 2) & 1};
+        for (int r = 0; r < 12; r++) {
+            int want_compile = (r % 3) - 1; /* TRM_COMPILE_AUTO, 0, 1 */
+            trm_device_request req = {.want_compile = want_compile, .want_bf16 = (r / 3) & 1,
+                                      .want_distributed = (r / 6) & 1};
             FILE *warn = tmpfile();
             ck_assert_ptr_nonnull(warn);
             int compile = -1, bf16 = -1;
@@ -113,14 +119,43 @@ START_TEST(policy_for_every_row_and_request) {
                 ck_assert_int_eq(count_lines(warn), 0); /* refused before any other work */
             } else {
                 ck_assert_int_eq(rc, 0);
-                ck_assert_int_eq(compile, req.want_compile && caps->compile);
+                ck_assert_int_eq(compile, want_compile != 0 && caps->compile);
                 ck_assert_int_eq(bf16, req.want_bf16 && caps->bf16);
-                int expect = (req.want_compile && !caps->compile) + (req.want_bf16 && !caps->bf16);
+                int expect = (want_compile == 1 && !caps->compile) + (req.want_bf16 && !caps->bf16);
                 ck_assert_msg(count_lines(warn) == expect, "%s request %d: %d warnings, expected %d", names[b], r,
                               count_lines(warn), expect);
             }
             fclose(warn);
         }
+    }
+}
+END_TEST
+
+/* The default config asks for nothing (compile: auto); true/false on the command line are
+ * explicit, and anything else is refused with the key named. */
+START_TEST(compile_key_is_auto_unless_set) {
+    cfg_search s = {.use_embedded = 1};
+    static const struct {
+        const char *ov;
+        int want; /* -2: refused */
+    } cases[] = {{NULL, TRM_COMPILE_AUTO}, {"compile=true", 1}, {"compile=True", 1}, {"compile=false", 0},
+                 {"compile=auto", TRM_COMPILE_AUTO}, {"compile=null", TRM_COMPILE_AUTO}, {"compile=sometimes", -2}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *ov[2] = {(char *)"data_paths=[x]", (char *)cases[i].ov};
+        trm_err e = {{0}};
+        cfg_node *cfg = cfg_compose(&s, "cfg_pretrain", cases[i].ov ? 2 : 1, ov, &e);
+        ck_assert_msg(cfg != NULL, "%s", e.msg);
+        trm_run_config rc;
+        int bad = trm_run_config_read(&rc, cfg, &e);
+        if (cases[i].want == -2) {
+            ck_assert_int_eq(bad, -1);
+            ck_assert_ptr_nonnull(strstr(e.msg, "compile: expected auto, true or false"));
+        } else {
+            ck_assert_msg(bad == 0, "%s", e.msg);
+            ck_assert_int_eq(rc.compile, cases[i].want);
+        }
+        trm_run_config_free(&rc);
+        cfg_free(cfg);
     }
 }
 END_TEST
@@ -187,6 +222,7 @@ int main(void) {
     TCase *tc = tcase_create("policy");
     tcase_add_test(tc, mps_row_is_the_metal_style_policy);
     tcase_add_test(tc, policy_for_every_row_and_request);
+    tcase_add_test(tc, compile_key_is_auto_unless_set);
     tcase_add_test(tc, cpu_distributed_follows_the_mpi_build);
     tcase_add_test(tc, local_ranks_take_their_gpu);
     tcase_add_test(tc, device_spec_errors_name_what_exists);

@@ -1,4 +1,5 @@
-/* cli_common.c — helpers shared by the commands: splitting key=value overrides. */
+/* cli_common.c — helpers shared by the commands: splitting key=value overrides, spotting a
+ * request for help. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,4 +51,12 @@ char **trm_normalise_overrides(char **ov, int n) {
 void trm_free_strs(char **s, int n) {
     for (int i = 0; i < n; i++) free(s[i]);
     free(s);
+}
+
+int trm_wants_help(int argc, char **argv) {
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--")) return 0;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return 1;
+    }
+    return 0;
 }

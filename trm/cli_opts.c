@@ -2,6 +2,7 @@
 #include "cli_opts.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const trm_opt *find_opt(const trm_opt *opts, const char *w) {
@@ -20,11 +21,24 @@ static int check_range(const trm_opt *o, int64_t x, trm_err *e) {
     return 0;
 }
 
+/* "unexpected argument '--ouput'; did you mean '--out'?" */
+static int unexpected(const trm_opt *opts, const char *w, trm_err *e) {
+    size_t n = 0;
+    while (opts[n].name) n++;
+    const char **names = xmalloc((n + 1) * sizeof *names);
+    for (size_t i = 0; i < n; i++) names[i] = opts[i].name;
+    const char *near = w[0] == '-' ? trm_nearest(w, names, n) : NULL;
+    int rc = near ? trm_errf(e, "unexpected argument '%s'; did you mean '%s'?", w, near)
+                  : trm_errf(e, "unexpected argument '%s'", w);
+    free(names);
+    return rc;
+}
+
 int trm_parse_opts(int argc, char **argv, const trm_opt *opts, trm_err *e) {
     for (int i = 0; i < argc; i++) {
         const char *w = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         const trm_opt *o = find_opt(opts, w);
-        if (!o) return trm_errf(e, "unexpected argument '%s'", w);
+        if (!o) return unexpected(opts, w, e);
         int64_t x = 0;
         switch (o->kind) {
         case TRM_OPT_FLAG:

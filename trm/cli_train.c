@@ -13,8 +13,10 @@
 #include "interop.h"
 #include "json.h"
 #include "launch.h"
+#include "run_display.h"
 #include "safetensors.h"
 #include "torch_pt.h"
+#include "term.h"
 #include "train.h"
 
 
@@ -389,6 +391,22 @@ static int next_token(const char **pp, int mode, int *tok) {
     return 1;
 }
 
+/* What the typed text may contain in `mode` for a model of vocabulary V, for the message that
+ * refuses a character. */
+static void allowed_chars(int mode, int V, char *buf, size_t n) {
+    if (mode == MODE_MAZE)
+        snprintf(buf, n, "a maze takes '#' (wall), ' ' (open), 'S' (start), 'G' (goal) and 'o' (path), rows "
+                         "separated by line breaks");
+    else if (mode == MODE_IDS)
+        snprintf(buf, n, "token ids take whole numbers 0..%d separated by commas", V - 1);
+    else if (V - 2 >= 1)
+        snprintf(buf, n, "this model takes the digits 1-%d for cells and '.' or '0' for blanks%s (spaces, '|', '-', "
+                         "'+' and line breaks are layout)", V - 2 > 9 ? 9 : V - 2,
+                 V - 2 > 9 ? "; larger tokens as comma-separated ids" : "");
+    else
+        snprintf(buf, n, "this model's vocabulary (0..%d) has no digit cells; give comma-separated token ids", V - 1);
+}
+
 static int parse_puzzles(const char *text, int S, int V, int32_t **out, int *count, trm_err *e) {
     int mode = input_mode(text), cap = 16, n = 0, pos = 0, tok;
     int32_t *toks = xmalloc(sizeof(int32_t) * (size_t)cap * S);
@@ -396,8 +414,14 @@ static int parse_puzzles(const char *text, int S, int V, int32_t **out, int *cou
     while (next_token(&p, mode, &tok)) {
         if (tok < 0 || tok >= V) {
             free(toks);
-            return trm_errf(e, "--input: '%c' at offset %d is not a token of this model (vocabulary 0..%d)", p[-1],
-                            (int)(p - text) - 1, V - 1);
+            char allowed[256], shown[16];
+            unsigned char c = (unsigned char)p[-1];
+            if (mode == MODE_IDS && tok >= V) snprintf(shown, sizeof shown, "%d", tok);
+            else if (c >= 32 && c < 127) snprintf(shown, sizeof shown, "%c", c);
+            else snprintf(shown, sizeof shown, "\\x%02x", c);
+            allowed_chars(mode, V, allowed, sizeof allowed);
+            return trm_errf(e, "--input: '%s' at offset %d is not a token of this model: %s", shown,
+                            (int)(p - text) - 1, allowed);
         }
         if (n * S + pos >= cap * S) toks = xrealloc(toks, sizeof(int32_t) * (size_t)(cap *= 2) * S);
         toks[n * S + pos++] = tok;
@@ -424,7 +448,55 @@ static void print_grid(const int32_t *t, int S, int mode) {
     if (side * side != S) putchar('\n');
 }
 
-static int run_inputs(trm_model *m, const gen_args *a, trm_err *e) {
+/* The puzzle as one line in the notation it was typed in ("1.3.4..2", "# S o G", "1,2,3"). */
+static void json_grid(json_buf *jb, const char *key, const int32_t *t, int S, int mode) {
+    char *s = xmalloc((size_t)S * 12 + 1);
+    size_t o = 0;
+    for (int i = 0; i < S; i++) {
+        int v = t[i];
+        if (mode == MODE_DIGITS) s[o++] = v >= 2 && v <= 10 ? (char)('0' + v - 1) : '.';
+        else if (mode == MODE_MAZE) s[o++] = v >= 1 && v <= 5 ? "# SGo"[v - 1] : '?';
+        else o += (size_t)sprintf(s + o, "%s%d", i ? "," : "", v);
+    }
+    s[o] = 0;
+    json_kv_str(jb, key, s);
+    free(s);
+}
+
+static void json_tokens(json_buf *jb, const char *key, const int32_t *t, int S) {
+    json_key(jb, key);
+    json_arr_begin(jb);
+    for (int i = 0; i < S; i++) json_int(jb, t[i]);
+    json_arr_end(jb);
+}
+
+/* One solved puzzle: as text (grids), or appended to the "puzzles" array of jb. */
+static void report_input(json_buf *jb, int index, const int32_t *in, const int32_t *pred, int S, int mode, int steps,
+                         int first_halt, double confidence) {
+    if (!jb) {
+        printf("puzzle %d:\n", index);
+        print_grid(in, S, mode);
+        printf("prediction (%d ACT steps; q_halt first > 0 at step %s%d; halting confidence %.3f):\n", steps,
+               first_halt ? "" : "never, ", first_halt, confidence);
+        print_grid(pred, S, mode);
+        return;
+    }
+    json_obj_begin(jb);
+    json_kv_int(jb, "puzzle", index);
+    json_grid(jb, "input", in, S, mode);
+    json_grid(jb, "prediction", pred, S, mode);
+    json_tokens(jb, "input_tokens", in, S);
+    json_tokens(jb, "prediction_tokens", pred, S);
+    json_kv_int(jb, "act_steps", steps);
+    json_key(jb, "first_halt_step");
+    if (first_halt) json_int(jb, first_halt);
+    else json_null(jb);
+    json_kv_double(jb, "halting_confidence", confidence);
+    json_obj_end(jb);
+}
+
+/* Solves the --input puzzles; with jb (--json) they become its "puzzles" array. */
+static int run_inputs(trm_model *m, const gen_args *a, json_buf *jb, trm_err *e) {
     int32_t *all = NULL;
     int total = 0;
     for (int i = 0; i < a->ninputs; i++) {
@@ -443,7 +515,12 @@ static int run_inputs(trm_model *m, const gen_args *a, trm_err *e) {
     int32_t *pid = xcalloc((size_t)m->B, sizeof(int32_t)), *preds = xmalloc(sizeof(int32_t) * (size_t)m->B * m->S);
     float *q = xmalloc(sizeof(float) * 2 * (size_t)m->B);
     int *first_halt = xmalloc(sizeof(int) * (size_t)m->B);
+    int mode = input_mode(a->inputs[0]);
     for (int i = 0; i < m->B * m->S; i++) lab[i] = -100;
+    if (jb) {
+        json_key(jb, "puzzles");
+        json_arr_begin(jb);
+    }
     for (int start = 0; start < total; start += m->B) {
         int nb = total - start < m->B ? total - start : m->B;
         memset(in, 0, sizeof(int32_t) * (size_t)m->B * m->S);
@@ -459,16 +536,28 @@ static int run_inputs(trm_model *m, const gen_args *a, trm_err *e) {
                 if (!first_halt[b] && q[2 * b] > 0) first_halt[b] = s;
         }
         m->be->to_host(m->be, preds, m->preds, sizeof(int32_t) * (size_t)m->B * m->S);
-        for (int b = 0; b < nb; b++) {
-            printf("puzzle %d:\n", start + b + 1);
-            print_grid(all + (size_t)(start + b) * m->S, m->S, input_mode(a->inputs[0]));
-            printf("prediction (%d ACT steps; q_halt first > 0 at step %s%d; halting confidence %.3f):\n",
-                   m->cfg.halt_max_steps, first_halt[b] ? "" : "never, ", first_halt[b], 1.0 / (1.0 + exp(-q[2 * b])));
-            print_grid(preds + (size_t)b * m->S, m->S, input_mode(a->inputs[0]));
-        }
+        for (int b = 0; b < nb; b++)
+            report_input(jb, start + b + 1, all + (size_t)(start + b) * m->S, preds + (size_t)b * m->S, m->S, mode,
+                         m->cfg.halt_max_steps, first_halt[b], 1.0 / (1.0 + exp(-q[2 * b])));
     }
+    if (jb) json_arr_end(jb);
     free(all); free(in); free(lab); free(pid); free(preds); free(q); free(first_halt);
     return 0;
+}
+
+/* The evaluation's progress on stderr (in place on a terminal; a line now and then otherwise). */
+typedef struct {
+    trm_display disp;
+    double t0;
+} eval_view;
+
+static void show_eval_progress(void *ctx, int64_t done, int64_t total, const char *set) {
+    eval_view *v = ctx;
+    if (!trm_display_due(&v->disp)) return;
+    char line[512];
+    double eta = (trm_now_seconds() - v->t0) / (double)done * (double)(total - done);
+    trm_eval_status_format(-1, set, done, total, eta, trm_display_width(&v->disp), line, sizeof line);
+    trm_display_progress(&v->disp, line, 1);
 }
 
 static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
@@ -488,6 +577,11 @@ static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
     memset(&plan, 0, sizeof plan);
     memset(&m, 0, sizeof m);
     memset(&d, 0, sizeof d);
+    /* --json: one object, the data's metrics (as metrics.jsonl formats them, so values compare
+     * exactly) and the typed puzzles under "puzzles" */
+    json_buf jb;
+    json_buf_init(&jb);
+    json_obj_begin(&jb);
     if (trm_run_config_read(&rc_, cfg, e)) goto out_cfg;
     trm_dataset_meta meta = {0};
     if (a->data) {
@@ -530,7 +624,11 @@ static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
         if (evals) sinks[nsinks++] = trm_evaluators_sink(evals);
         trm_eval_metrics em = {0};
         char *ckdir = dirname_of(a->checkpoint), *tag = xasprintf("generate_%s", a->split);
-        int erc = trm_evaluate(&m, &plan, &d, gbs, NULL, &r, sinks, nsinks, NULL, e);
+        eval_view view = {.t0 = trm_now_seconds()};
+        trm_display_init(&view.disp, stderr, 1, trm_term_is_tty(stderr));
+        trm_eval_progress prog = {show_eval_progress, &view};
+        int erc = trm_evaluate(&m, &plan, &d, gbs, NULL, &r, sinks, nsinks, NULL, &prog, e);
+        trm_display_clear(&view.disp);
         if (!erc) erc = trm_evaluators_finish(evals, ckdir, tag, &em, e);
         if (!erc && evals) fprintf(stderr, "submission: %s/evaluator_ARC_%s/submission.json\n", ckdir, tag);
         free(ckdir);
@@ -541,9 +639,6 @@ static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
             free(o.q_halt);
             goto out;
         }
-        json_buf jb; /* the same formatting as metrics.jsonl, so values compare exactly */
-        json_buf_init(&jb);
-        json_obj_begin(&jb);
         for (int s = 0; s < r.nsets; s++) {
             if (!a->json) printf("[%s]", r.names[s]);
             for (int k = 0; k < TRM_NMETRICS; k++) {
@@ -561,16 +656,17 @@ static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
             if (!a->json) printf("%s %s %.6g", i ? "" : "[evaluators]", em.names[i], em.values[i]);
         }
         if (em.n && !a->json) printf("\n");
-        json_obj_end(&jb);
-        if (a->json) printf("%s\n", jb.data);
-        json_buf_free(&jb);
         trm_eval_result_free(&r);
         int orc = a->output ? trm_save_eval_outputs(a->output, &o, m.S, e) : 0;
         free(o.preds);
         free(o.q_halt);
         if (orc) goto out;
     }
-    if (a->ninputs && run_inputs(&m, a, e)) goto out;
+    if (a->ninputs && run_inputs(&m, a, a->json ? &jb : NULL, e)) goto out;
+    if (a->json) {
+        json_obj_end(&jb);
+        printf("%s\n", jb.data);
+    }
     rc = 0;
 out:
     trm_plan_free(&plan);
@@ -579,6 +675,7 @@ out:
     if (have_data) trm_dataset_close(&d);
     trm_run_config_free(&rc_);
 out_cfg:
+    json_buf_free(&jb);
     cfg_free(cfg);
     return rc;
 }

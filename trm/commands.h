@@ -19,6 +19,13 @@ int cmd_data(int argc, char **argv, const trm_globals *g);
 int cmd_devices(int argc, char **argv, const trm_globals *g);
 int cmd_bench(int argc, char **argv, const trm_globals *g);
 int cmd_convert(int argc, char **argv, const trm_globals *g);
+int cmd_plot(int argc, char **argv, const trm_globals *g);
+
+/* Whether argv holds --help or -h (before a "--"): every command then prints its help. */
+int trm_wants_help(int argc, char **argv);
+/* `trm data <builder> --help` and `trm help data <builder>`: that builder's usage; returns 0,
+ * or 2 with a message naming the builders when there is no such builder. */
+int trm_data_help(const char *builder, FILE *out);
 
 /* Splits key=value arguments from a command's argv: `cfg=NAME` is returned in *cfg_name,
  * other key=value / +k=v / ~k words are collected in order. Returns -1 on a stray word. */

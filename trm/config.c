@@ -1519,32 +1519,11 @@ static cfg_node *parse_value(const char *text, int *bare, trm_err *e) {
     return n;
 }
 
-static size_t edit_distance(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    size_t *row = xmalloc((lb + 1) * sizeof *row);
-    for (size_t j = 0; j <= lb; j++) row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    size_t d = row[lb];
-    free(row);
-    return d;
-}
-
 static const char *closest_key(const cfg_node *m, const char *key) {
     const char *best = NULL;
     size_t bestd = (size_t)-1;
     for (int i = 0; m->type == CFG_MAP && i < m->n; i++) {
-        size_t d = edit_distance(key, m->items[i]->key);
+        size_t d = trm_edit_distance(key, m->items[i]->key);
         if (d < bestd) bestd = d, best = m->items[i]->key;
     }
     return best;

@@ -73,8 +73,8 @@ int trm_device_policy(const char *name, const trm_caps *c, const trm_device_requ
                                  "and -DTRM_STATIC=OFF, or run one process")
                    : trm_errf(e, "distributed training is not supported on the %s backend; run one process, or "
                                  "use a backend that can all-reduce (cuda, or cpu built with MPI)", name);
-    *compile = req->want_compile && c->compile;
-    if (req->want_compile && !c->compile && warn)
+    *compile = req->want_compile != 0 && c->compile;
+    if (req->want_compile == 1 && !c->compile && warn)
         fprintf(warn, "trm: warning: compile=true is not supported on %s; running the plain op-by-op path\n", name);
     *bf16 = req->want_bf16 && c->bf16;
     if (req->want_bf16 && !c->bf16 && warn)

@@ -5,8 +5,12 @@
 #define TRM_DEVICE_H
 #include "backend.h"
 
+/* compile=auto: on where the backend has a compile stage, without a word where it has not */
+#define TRM_COMPILE_AUTO (-1)
+
 typedef struct {
-    int want_compile, want_bf16, want_distributed;
+    int want_compile; /* TRM_COMPILE_AUTO, 0, or 1 when the user asked for it */
+    int want_bf16, want_distributed;
 } trm_device_request;
 
 typedef struct {
@@ -22,8 +26,9 @@ typedef struct {
 int trm_device_choose(const char *spec, const trm_device_request *req, trm_device_choice *out,
                       FILE *warn, trm_err *e);
 
-/* The capability policy on its own: distributed where unsupported is an error; compile and
- * bf16 where unsupported are turned off with one warning line each on `warn`. */
+/* The capability policy on its own: distributed where unsupported is an error; compile=auto
+ * follows the backend silently; an explicit compile=true and bf16 where unsupported are turned
+ * off with one warning line each on `warn`. */
 int trm_device_policy(const char *name, const trm_caps *caps, const trm_device_request *req, int *compile,
                       int *bf16, FILE *warn, trm_err *e);
 /* Creates the chosen backend (use_bf16 set from the choice); wrapped in the op profiler

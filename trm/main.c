@@ -28,6 +28,9 @@ static const command_entry commands[] = {
      "  Distributed data-parallel: --nproc-per-node N starts N workers on this host; also\n"
      "  `mpirun -np N trm pretrain ...` and torchrun's environment (RANK, WORLD_SIZE,\n"
      "  LOCAL_RANK, MASTER_ADDR, MASTER_PORT). global_batch_size is split over the ranks.\n"
+     "  The run directory (checkpoint_path) gets config.yaml, metrics.jsonl, checkpoints and\n"
+     "  report.html (open it in a browser; refreshed at every evaluation). On a terminal one\n"
+     "  status line shows the progress (redrawn every TRM_PROGRESS_INTERVAL=1 seconds).\n"
      "  examples:\n"
      "    trm pretrain cfg=sudoku data_paths=[data/sudoku-extreme-1k-aug-1000] +run_name=x\n"
      "    trm pretrain arch.L_cycles=4 global_batch_size=64 resume=auto\n"
@@ -37,7 +40,11 @@ static const command_entry commands[] = {
      "                    [--input TEXT] [cfg=NAME] [--seq-len N] [device=...] [overrides]\n"
      "  Runs the model in evaluation mode (halt_max_steps ACT steps). FILE is a trm checkpoint\n"
      "  or the reference's weights (torch.save or safetensors); the config is the one stored\n"
-     "  in FILE, else all_config.yaml beside it, else cfg=NAME with the overrides (it says which).\n"},
+     "  in FILE, else all_config.yaml beside it, else cfg=NAME with the overrides (it says which).\n"
+     "  --input takes Sudoku digits ('.' or '0' blank; spaces, '|',\n"
+     "  '-', '+' and newlines are layout), maze text ('# SGo') or comma-separated token ids;\n"
+     "  repeat it for several puzzles. --json prints one JSON object: the data's metrics\n"
+     "  and/or \"puzzles\": [{input, prediction, input_tokens, prediction_tokens, ...}].\n"},
     {"convert", cmd_convert, "PyTorch interop: trm checkpoint <-> the reference's state_dict",
      "usage: trm convert CHECKPOINT.safetensors OUT [--compiled | --prefix P] [--force]\n"
      "       trm convert REFERENCE_FILE OUT.safetensors [cfg=NAME] [overrides] [--data DIR] [--seq-len N] [--force]\n"
@@ -92,6 +99,17 @@ static const command_entry commands[] = {
      "                 [--num-ids N] [--json]\n"
      "  Times N training steps (after W warm-up steps) of the configured model on random\n"
      "  tokens: median ms/step, examples/s, model TFLOP/s and peak RSS.\n"},
+    {"plot", cmd_plot, "plot learning curves of one or more runs",
+     "usage: trm plot RUN_DIR [RUN_DIR ...] [-o FILE.svg|FILE.png] [--title T] [--width PX]\n"
+     "  Reads each run's metrics.jsonl (a run still training plots what it has) and draws\n"
+     "  lm_loss (log scale when it spans a factor of 5), accuracy, exact accuracy, q_halt\n"
+     "  accuracy, mean ACT steps and the learning rate against step, train solid and eval\n"
+     "  dashed, one colour per run, and ARC pass@K when a run has it. The format follows the\n"
+     "  extension of -o (default curves.svg); PNG is written without any image library.\n"
+     "  Each run directory also holds report.html, refreshed at every evaluation.\n"
+     "  examples:\n"
+     "    trm plot checkpoints/tiny-demo\n"
+     "    trm plot runs/a runs/b -o compare.png\n"},
     {"version", cmd_version, "print the version", "usage: trm version\n"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
@@ -114,6 +132,25 @@ static const command_entry *find_command(const char *name) {
     for (size_t i = 0; i < NCOMMANDS; i++)
         if (strcmp(commands[i].name, name) == 0) return &commands[i];
     return NULL;
+}
+
+/* "trm: unknown command 'pretrian'; did you mean 'pretrain'?" */
+static void unknown_command(const char *name) {
+    const char *names[NCOMMANDS + 1];
+    for (size_t i = 0; i < NCOMMANDS; i++) names[i] = commands[i].name;
+    names[NCOMMANDS] = "help";
+    const char *near = trm_nearest(name, names, NCOMMANDS + 1);
+    if (near)
+        fprintf(stderr, "trm: unknown command '%s'; did you mean '%s'? (see trm --help)\n", name, near);
+    else
+        fprintf(stderr, "trm: unknown command '%s' (see trm --help)\n", name);
+}
+
+/* `trm help CMD [SUB]`; `trm data BUILDER --help` comes here too. */
+static int print_help(const command_entry *c, const char *sub) {
+    if (sub && c->fn == cmd_data) return trm_data_help(sub, stdout);
+    fputs(c->help, stdout);
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -156,20 +193,20 @@ int main(int argc, char **argv) {
             usage(stdout);
             rc = 0;
         } else if (!c) {
-            fprintf(stderr, "trm: no command '%s' (see trm --help)\n", argv[i + 1]);
+            unknown_command(argv[i + 1]);
             rc = 2;
         } else {
-            fputs(c->help, stdout);
-            rc = 0;
+            rc = print_help(c, i + 2 < argc ? argv[i + 2] : NULL);
         }
     } else {
         const command_entry *c = find_command(argv[i]);
         if (!c) {
-            fprintf(stderr, "trm: unknown command '%s' (see trm --help)\n", argv[i]);
+            unknown_command(argv[i]);
             rc = 2;
-        } else if (i + 1 < argc && (!strcmp(argv[i + 1], "--help") || !strcmp(argv[i + 1], "-h"))) {
-            fputs(c->help, stdout);
-            rc = 0;
+        } else if (trm_wants_help(argc - i - 1, argv + i + 1)) {
+            /* `trm data sudoku --help`: the builder's own usage */
+            const char *sub = c->fn == cmd_data && i + 1 < argc && argv[i + 1][0] != '-' ? argv[i + 1] : NULL;
+            rc = print_help(c, sub);
         } else {
             rc = c->fn(argc - i - 1, argv + i + 1, &g);
         }

@@ -3,6 +3,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+
+#include "device.h"
 
 static int get_list(const cfg_node *root, const char *key, char ***out, int *n, trm_err *e) {
     *out = NULL;
@@ -34,10 +37,23 @@ static int opt_str(const cfg_node *root, const char *key, const char **out, trm_
     return 0;
 }
 
-static int opt_bool(const cfg_node *root, const char *key, int *out, int dflt, trm_err *e) {
-    *out = dflt;
-    if (!cfg_get(root, key) || cfg_get(root, key)->type == CFG_NULL) return 0;
-    return cfg_get_bool(root, key, out, e);
+/* compile: auto (the default, also null) lets the device policy turn it on where the backend
+ * has a compile stage; true or false is the user's explicit choice (and true on a backend
+ * without one is warned about). Overrides of the string default arrive as text. */
+static int read_compile(const cfg_node *root, int *out, trm_err *e) {
+    const cfg_node *n = cfg_get(root, "compile");
+    *out = TRM_COMPILE_AUTO;
+    if (!n || n->type == CFG_NULL) return 0;
+    if (n->type == CFG_BOOL) {
+        *out = n->b;
+        return 0;
+    }
+    if (n->type == CFG_STR) {
+        if (!strcasecmp(n->s, "auto")) return 0;
+        if (!strcasecmp(n->s, "true")) return *out = 1, 0;
+        if (!strcasecmp(n->s, "false")) return *out = 0, 0;
+    }
+    return trm_errf(e, "compile: expected auto, true or false");
 }
 
 static int opt_int(const cfg_node *root, const char *key, int64_t *out, int64_t dflt, trm_err *e) {
@@ -179,7 +195,7 @@ int trm_run_config_read(trm_run_config *rc, const cfg_node *root, trm_err *e) {
     rc->device = "auto";
     if (opt_str(root, "device", &rc->device, e)) return -1;
     if (!rc->device) rc->device = "auto";
-    if (opt_bool(root, "compile", &rc->compile, 1, e)) return -1;
+    if (read_compile(root, &rc->compile, e)) return -1;
     if (opt_int(root, "log_interval", &rc->log_interval, 10, e)) return -1;
     if (opt_str(root, "project_name", &rc->project_name, e) || opt_str(root, "run_name", &rc->run_name, e) ||
         opt_str(root, "load_checkpoint", &rc->load_checkpoint, e) ||

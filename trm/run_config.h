@@ -24,7 +24,7 @@ typedef struct {
     double ema_rate;
     int freeze_weights;
     const char *device;
-    int compile;
+    int compile;            /* TRM_COMPILE_AUTO, 0 or 1 (asked for explicitly) */
     int64_t log_interval;
     /* optional keys added on the command line (+key=v); NULL when absent */
     const char *project_name, *run_name, *load_checkpoint, *checkpoint_path, *resume;

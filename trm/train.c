@@ -20,8 +20,11 @@
 #include "evaluators.h"
 #include "json.h"
 #include "rng.h"
+#include "report.h"
+#include "run_display.h"
 #include "signals.h"
 #include "torch_pt.h"
+#include "term.h"
 
 const char *const trm_metric_names[TRM_NMETRICS] = {
     "count", "accuracy", "exact_accuracy", "q_halt_accuracy",
@@ -185,7 +188,8 @@ int trm_ref_outputs_save(trm_ref_outputs *o, const char *path, trm_err *e) {
  * to every rank and rank 0 alone feeds the sinks, with the whole batch read by a second,
  * one-rank iterator; the metric sums are reduced at the end. */
 int trm_evaluate(trm_model *m, trm_plan *plan, const trm_dataset *d, int64_t global_batch_size, const float *weights,
-                 trm_eval_result *res, const trm_eval_sink *sinks, int nsinks, trm_dist *dist, trm_err *e) {
+                 trm_eval_result *res, const trm_eval_sink *sinks, int nsinks, trm_dist *dist,
+                 const trm_eval_progress *progress, trm_err *e) {
     trm_backend *be = m->be;
     int world = m->world > 1 ? m->world : 1;
     if (m->rank != 0) nsinks = 0;
@@ -210,6 +214,8 @@ int trm_evaluate(trm_model *m, trm_plan *plan, const trm_dataset *d, int64_t glo
     /* A sink's error (rank 0 only) ends the sinks, not the loop: the other ranks are still
      * stepping their shares and gathering, and rank 0 must meet them in every collective. */
     int got, rc = 0;
+    int64_t done = 0, total = 0;
+    for (int i = 0; i < d->nsets; i++) total += (d->sets[i].n_examples + global_batch_size - 1) / global_batch_size;
     while ((got = trm_test_iter_next(d, &it, &b)) != 0) {
         if (got < 0) { /* the same on every rank */
             rc = trm_errf(e, "global_batch_size %" PRId64 " cannot be split into batches of %d", global_batch_size, m->B);
@@ -226,6 +232,7 @@ int trm_evaluate(trm_model *m, trm_plan *plan, const trm_dataset *d, int64_t glo
         double mt[TRM_NMETRICS];
         be->to_host(be, mt, m->metrics, sizeof mt);
         for (int k = 0; k < TRM_NMETRICS; k++) res->sums[b.set_index][k] += mt[k];
+        if (progress) progress->fn(progress->ctx, ++done, total, d->sets[b.set_index].name);
         if (world > 1) trm_model_gather_outputs(m);
         if (!nsinks || rc) continue;
         const trm_batch *sb = &b;
@@ -342,9 +349,20 @@ typedef struct {
     const char *run_dir;
     trm_evaluators *evals;
     FILE *metrics;
-    int tty;
+    trm_display disp;          /* rank 0's status line (terminal) or log lines */
+    trm_train_status status;   /* what the status line shows */
+    double rate_t;             /* the steps/s measurement: time and step of its last sample */
+    int64_t rate_step;
+    double eval_t0;            /* when the running evaluation started */
+    double pause_s;            /* spent in evaluations and checkpoints, left out of the speed */
+    double last_eval_s;
+    char device_desc[256];     /* what was chosen and why, for report.html */
+    int compile_on;
+    trm_puzzle_samples samples; /* a few test puzzles of the last evaluation, for report.html */
+    int64_t samples_step;
+    int report_failed;         /* warned once already */
     double t_start, t_last_log;
-    int64_t step_last_log;
+    int64_t step_start, step_last_log;
     double acc[TRM_NMETRICS]; /* train metrics since the last log */
     int acc_steps;
     double lr;
@@ -372,6 +390,34 @@ static void record_end(trainer *t, json_buf *b) {
     json_buf_free(b);
 }
 
+/* The status line, about once a second. steps/s is measured between updates (smoothed), and
+ * the measurement restarts after an evaluation or a checkpoint so that those do not count as
+ * slow steps; the ETA is the training steps left at that rate. */
+static void show_train_status(trainer *t) {
+    double now = trm_now_seconds();
+    trm_train_status *st = &t->status;
+    if (t->rate_t > 0 && now > t->rate_t && t->step > t->rate_step) {
+        double r = (double)(t->step - t->rate_step) / (now - t->rate_t);
+        st->steps_per_s = st->steps_per_s > 0 ? 0.7 * st->steps_per_s + 0.3 * r : r;
+    }
+    t->rate_t = now, t->rate_step = t->step;
+    st->step = t->step, st->total_steps = t->total_steps;
+    st->examples_per_s = st->steps_per_s * (double)t->rc.global_batch_size;
+    st->eta_s = st->steps_per_s > 0 ? (double)(t->total_steps - t->step) / st->steps_per_s : -1;
+    char line[512];
+    trm_train_status_format(st, trm_display_width(&t->disp), line, sizeof line);
+    trm_display_progress(&t->disp, line, 0);
+}
+
+static void show_eval_progress(void *ctx, int64_t done, int64_t total, const char *set) {
+    trainer *t = ctx;
+    if (!trm_display_due(&t->disp)) return;
+    char line[512];
+    double eta = (trm_now_seconds() - t->eval_t0) / (double)done * (double)(total - done);
+    trm_eval_status_format(t->step, set, done, total, eta, trm_display_width(&t->disp), line, sizeof line);
+    trm_display_progress(&t->disp, line, 1);
+}
+
 static void log_train(trainer *t) {
     int64_t gbs = t->rc.global_batch_size;
     double count = t->acc[TRM_M_COUNT] > 1 ? t->acc[TRM_M_COUNT] : 1;
@@ -391,21 +437,22 @@ static void log_train(trainer *t) {
 
     double now = trm_now_seconds();
     double rate = (double)(t->step - t->step_last_log) * (double)gbs / (now - t->t_last_log + 1e-9);
-    double eta = (double)(t->total_steps - t->step) * (now - t->t_start) /
-                 (double)(t->step > 0 ? t->step : 1);
-    int width = 30, filled = (int)(width * (double)t->step / (double)(t->total_steps ? t->total_steps : 1));
-    char bar[64];
-    for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
-    bar[width] = 0;
-    FILE *o = stdout;
-    if (t->tty)
-        fprintf(o, "\r[%s] %" PRId64 "/%" PRId64 " loss %.4f exact %.3f %.0f ex/s ETA %.0fs   ", bar, t->step,
-                t->total_steps, v[TRM_M_LM_LOSS], v[TRM_M_EXACT_ACCURACY], rate, eta);
-    else
-        fprintf(o, "step %" PRId64 "/%" PRId64 "  lm_loss %.4f  accuracy %.4f  exact %.4f  q_halt_acc %.4f  steps %.2f  lr %.3g  %.0f ex/s  ETA %.0fs\n",
-                t->step, t->total_steps, v[TRM_M_LM_LOSS], v[TRM_M_ACCURACY], v[TRM_M_EXACT_ACCURACY],
-                v[TRM_M_Q_HALT_ACCURACY], v[TRM_M_STEPS], t->lr, rate, eta);
-    fflush(o);
+    int64_t done = t->step - t->step_start; /* in this process: a resumed run started later */
+    double eta = (double)(t->total_steps - t->step) * (now - t->t_start) / (double)(done > 0 ? done : 1);
+    trm_train_status *st = &t->status;
+    st->lm_loss = v[TRM_M_LM_LOSS], st->q_halt_loss = v[TRM_M_Q_HALT_LOSS], st->lr = t->lr;
+    /* means over halted samples: with none halted since the last log they are 0 by convention,
+     * and the status line keeps the last real ones */
+    if (t->acc[TRM_M_COUNT] > 0 || !st->have_metrics)
+        st->accuracy = v[TRM_M_ACCURACY], st->exact_accuracy = v[TRM_M_EXACT_ACCURACY], st->act_steps = v[TRM_M_STEPS];
+    st->have_metrics = 1;
+    /* a terminal shows these on the status line; a log gets one line per log point */
+    if (!t->disp.tty && t->disp.enabled) {
+        printf("step %" PRId64 "/%" PRId64 "  lm_loss %.4f  accuracy %.4f  exact %.4f  q_halt_acc %.4f  steps %.2f  lr %.3g  %.0f ex/s  ETA %.0fs\n",
+               t->step, t->total_steps, v[TRM_M_LM_LOSS], v[TRM_M_ACCURACY], v[TRM_M_EXACT_ACCURACY],
+               v[TRM_M_Q_HALT_ACCURACY], v[TRM_M_STEPS], t->lr, rate, eta);
+        fflush(stdout);
+    }
     memset(t->acc, 0, sizeof t->acc);
     t->acc_steps = 0;
     t->t_last_log = now;
@@ -427,12 +474,15 @@ static int flush_metrics(trainer *t, int *sig, trm_err *e) {
     if (sig && !*sig && mt[TRM_NMETRICS] > 0) *sig = SIGTERM; /* another rank's signal */
     double loss = mt[TRM_M_LM_LOSS] + 0.5 * (mt[TRM_M_Q_HALT_LOSS] + mt[TRM_M_Q_CONTINUE_LOSS]);
     if (!isfinite(loss)) {
-        if (t->tty) fputc('\n', stdout);
+        trm_display_clear(&t->disp);
         return trm_errf(e, "the loss became %s by step %" PRId64 "; stopping (the last good checkpoint in %s is kept)",
                         isnan(loss) ? "NaN" : "Inf", t->step, t->run_dir);
     }
     for (int k = 0; k < TRM_NMETRICS; k++) t->acc[k] += mt[k];
-    if (!t->plan.reported && t->acc_steps > 0) trm_plan_report(&t->plan, stdout);
+    if (!t->plan.reported && t->acc_steps > 0) {
+        trm_display_clear(&t->disp);
+        trm_plan_report(&t->plan, stdout);
+    }
     return 0;
 }
 
@@ -463,7 +513,7 @@ static int write_checkpoint(trainer *t, trm_err *e) {
     int rc = trm_checkpoint_save(path, &t->m, t->config_yaml, &st, e);
     trm_carry_host_free(&carry);
     if (!rc) {
-        if (t->tty) fputc('\n', stdout);
+        trm_display_clear(&t->disp);
         printf("checkpoint: %s\n", path);
     }
     free(name);
@@ -472,7 +522,11 @@ static int write_checkpoint(trainer *t, trm_err *e) {
 }
 
 static int save_checkpoint(trainer *t, trm_err *e) {
-    return all_ranks_ok(t, write_checkpoint(t, e) == 0, "writing the checkpoint failed", e);
+    double t0 = trm_now_seconds();
+    int rc = all_ranks_ok(t, write_checkpoint(t, e) == 0, "writing the checkpoint failed", e);
+    t->pause_s += trm_now_seconds() - t0;
+    t->rate_t = 0;
+    return rc;
 }
 
 static int evaluate_and_log(trainer *t, trm_err *e) {
@@ -484,10 +538,19 @@ static int evaluate_and_log(trainer *t, trm_err *e) {
     if (save) sinks[nsinks++] = trm_eval_collect(&o);
     trm_ref_outputs *ref = t->rc.eval_save_list && is_root(t) ? trm_ref_outputs_new(t->rc.eval_save_list, &t->m) : NULL;
     if (ref) sinks[nsinks++] = trm_ref_outputs_sink(ref);
+    if (is_root(t) && t->samples.nwant) {
+        trm_puzzle_samples_reset(&t->samples);
+        sinks[nsinks++] = trm_puzzle_samples_sink(&t->samples);
+    }
     /* The evaluators are not reset between evaluations: the reference's ARC evaluator votes
      * with aggregated_voting=True, over the predictions of every evaluation of the run so far. */
     if (t->evals) sinks[nsinks++] = trm_evaluators_sink(t->evals);
-    if (trm_evaluate(&t->m, &t->plan, &t->test, t->rc.global_batch_size, w, &r, sinks, nsinks, t->dist, e)) {
+    trm_display_clear(&t->disp);
+    t->eval_t0 = trm_now_seconds();
+    trm_eval_progress prog = {show_eval_progress, t};
+    int erc = trm_evaluate(&t->m, &t->plan, &t->test, t->rc.global_batch_size, w, &r, sinks, nsinks, t->dist, &prog, e);
+    trm_display_clear(&t->disp);
+    if (erc) {
         free(o.preds);
         free(o.q_halt);
         trm_ref_outputs_free(ref);
@@ -529,7 +592,6 @@ static int evaluate_and_log(trainer *t, trm_err *e) {
             return -1;
         }
     }
-    if (t->tty) fputc('\n', stdout);
     json_buf rec;
     record_begin(&rec, t->step, "eval");
     for (int s = 0; s < r.nsets; s++) {
@@ -559,8 +621,36 @@ static int evaluate_and_log(trainer *t, trm_err *e) {
     return 0;
 }
 
+/* report.html with the run's state now (rank 0). A report that cannot be written is worth one
+ * warning, not the run. */
+static void write_report(trainer *t, const char *state, int live) {
+    if (!is_root(t) || !t->run_dir) return;
+    double now = trm_now_seconds(), train_s = now - t->t_start - t->pause_s;
+    trm_report r = {.run_dir = t->run_dir, .run_name = t->rc.run_name, .config_yaml = t->config_yaml,
+                    .state = state, .live = live, .step = t->step, .total_steps = t->total_steps,
+                    .global_batch_size = t->rc.global_batch_size, .device = t->device_desc,
+                    .compile = t->compile_on, .world = t->dist->world, .elapsed_s = now - t->t_start,
+                    .steps_per_s = train_s > 0 && t->step > t->step_start ? (double)(t->step - t->step_start) / train_s : 0,
+                    .last_eval_s = t->last_eval_s, .puzzles = &t->samples, .puzzles_step = t->samples_step};
+    trm_err e = {{0}};
+    if (trm_report_write(&r, &e) && !t->report_failed) {
+        t->report_failed = 1;
+        trm_display_clear(&t->disp);
+        fprintf(stderr, "trm: warning: %s; training goes on without report.html\n", e.msg);
+    }
+}
+
 static int run_eval(trainer *t, trm_err *e) {
-    return all_ranks_ok(t, evaluate_and_log(t, e) == 0, "the evaluation failed", e);
+    double t0 = trm_now_seconds();
+    int rc = all_ranks_ok(t, evaluate_and_log(t, e) == 0, "the evaluation failed", e);
+    t->last_eval_s = trm_now_seconds() - t0;
+    t->pause_s += t->last_eval_s;
+    t->rate_t = 0; /* the next steps/s sample starts after the evaluation */
+    if (rc == 0) {
+        t->samples_step = t->step;
+        write_report(t, "training", 1);
+    }
+    return rc;
 }
 
 static int open_data(trainer *t, trm_err *e) {
@@ -618,6 +708,7 @@ static int train_loop(trainer *t, trm_err *e) {
                 .freeze_weights = t->rc.freeze_weights, .ema = t->rc.ema, .ema_rate = t->rc.ema_rate};
             trm_model_optim_step(m, &oo);
             t->acc_steps++;
+            if (trm_display_due(&t->disp)) show_train_status(t);
             int sig = trm_signals_pending(), at_stop = t->step == t->rc.stop_after_steps;
             int log = t->step % t->rc.log_interval == 0 || t->step == t->total_steps;
             /* distributed: signals are looked at where all ranks meet anyway (log points) */
@@ -626,7 +717,7 @@ static int train_loop(trainer *t, trm_err *e) {
             int stop = sig || at_stop;
             if (log) log_train(t);
             if (stop) {
-                if (t->tty) fputc('\n', stdout);
+                trm_display_clear(&t->disp);
                 if (sig)
                     fprintf(stderr, "trm: signal %d: stopping after step %" PRId64 "\n", sig, t->step);
                 else
@@ -714,6 +805,10 @@ static int open_run_dir(trainer *t, trm_err *e) {
     if (t->have_test) {
         const char *dir = t->rc.n_data_paths_test ? t->rc.data_paths_test[0] : t->rc.data_paths[0];
         if (trm_evaluators_open(&t->evals, t->rc.evaluators, t->rc.n_evaluators, dir, e)) return -1;
+        const trm_dataset_meta *tm = &t->test.meta;
+        if (t->test.nsets > 0)
+            trm_puzzle_samples_init(&t->samples, trm_grid_kind_for(tm->seq_len, tm->vocab_size), tm->seq_len,
+                                    t->test.sets[0].n_examples, t->test.sets[0].name);
     }
     return 0;
 }
@@ -801,6 +896,8 @@ static int setup(trainer *t, const char *resume_path, trm_err *e) {
     if (trm_model_create(&t->m, &mc, t->be, (uint64_t)t->rc.seed, t->rc.ema, e)) return -1;
     if (trm_model_set_ranks(&t->m, d->rank, d->world, e)) return -1;
     trm_plan_init(&t->plan, &t->m, dc.compile);
+    snprintf(t->device_desc, sizeof t->device_desc, "%s", dc.why);
+    t->compile_on = dc.compile;
     t->total_steps = trm_total_steps(&t->train.meta, t->rc.epochs, gbs);
     t->total_iters = t->rc.epochs / t->rc.eval_interval;
     if (t->total_steps < 1)
@@ -834,6 +931,30 @@ static int setup(trainer *t, const char *resume_path, trm_err *e) {
     return 0;
 }
 
+/* The last word of a run: report.html with how it ended, and a summary line. */
+static void final_report(trainer *t, int rc, const trm_err *e) {
+    char state[2300];
+    /* the sampler's last chunk may end a few steps short of total_steps (whole batches per
+     * epoch, as the reference), so "stopped" means stop_after_steps ended it */
+    int stopped_early = t->rc.stop_after_steps > 0 && t->step == t->rc.stop_after_steps && t->step < t->total_steps;
+    if (rc == 0 && !stopped_early)
+        snprintf(state, sizeof state, "finished");
+    else if (rc == 0)
+        snprintf(state, sizeof state, "stopped at step %" PRId64 " (stop_after_steps); continue with resume=auto", t->step);
+    else if (rc >= 128)
+        snprintf(state, sizeof state, "stopped by signal %d at step %" PRId64 "; continue with resume=auto", rc - 128, t->step);
+    else
+        snprintf(state, sizeof state, "failed at step %" PRId64 ": %s", t->step, e->msg);
+    write_report(t, state, 0);
+    if (!is_root(t) || rc != 0) return;
+    double now = trm_now_seconds(), train_s = now - t->t_start - t->pause_s;
+    char d[32];
+    trm_format_duration(now - t->t_start, d, sizeof d);
+    trm_display_clear(&t->disp);
+    printf("%s: %" PRId64 " steps in %s (%.3g steps/s while training); report: %s/report.html\n", state,
+           t->step - t->step_start, d, train_s > 0 ? (double)(t->step - t->step_start) / train_s : 0.0, t->run_dir);
+}
+
 int trm_pretrain_main(cfg_node *cfg, const char *resume_path) {
     trainer t;
     memset(&t, 0, sizeof t);
@@ -858,14 +979,16 @@ int trm_pretrain_main(cfg_node *cfg, const char *resume_path) {
     /* the other ranks' stdout would repeat rank 0's; their errors still reach stderr */
     if (dist.rank != 0 && !freopen("/dev/null", "w", stdout)) return 1;
     /* OpenMPI hands its ranks a pseudo-terminal even when mpirun's own output is a file: log
-     * lines, not a progress bar, under mpirun */
-    t.tty = isatty(STDOUT_FILENO) && dist.launch != TRM_LAUNCH_MPI;
+     * lines, not a status line, under mpirun */
+    trm_display_init(&t.disp, stdout, dist.rank == 0, trm_term_is_tty(stdout) && dist.launch != TRM_LAUNCH_MPI);
     int rc = setup(&t, resume_path, &e);
     if (rc == 0) {
         if (dist.world <= 1) trm_signals_install(); /* distributed: installed before setup */
         t.t_start = t.t_last_log = trm_now_seconds();
-        t.step_last_log = t.step;
+        t.step_start = t.step_last_log = t.step;
+        write_report(&t, "training", 1);
         rc = train_loop(&t, &e);
+        final_report(&t, rc, &e);
     }
     if (rc < 0 || (rc > 0 && rc < 128)) {
         if (dist.world > 1)
@@ -877,6 +1000,7 @@ int trm_pretrain_main(cfg_node *cfg, const char *resume_path) {
         if (dist.world > 1) trm_dist_abort(&dist, rc);
     }
     if (t.metrics) fclose(t.metrics);
+    trm_puzzle_samples_free(&t.samples);
     trm_evaluators_free(t.evals);
     trm_plan_free(&t.plan);
     if (t.m.be) trm_model_destroy(&t.m);

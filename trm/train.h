@@ -51,12 +51,19 @@ trm_eval_sink trm_ref_outputs_sink(trm_ref_outputs *o);
 int trm_ref_outputs_save(trm_ref_outputs *o, const char *path, trm_err *e);
 void trm_ref_outputs_free(trm_ref_outputs *o);
 
+/* Told after every evaluation batch: batches done and in all (over every set), and the set. */
+typedef struct {
+    void (*fn)(void *ctx, int64_t done, int64_t total, const char *set);
+    void *ctx;
+} trm_eval_progress;
+
 struct trm_dist;
 /* Evaluates `weights` (NULL = m->w) on every set of `d` through `plan` (trm_plan_init on m);
  * the training carry is preserved. Distributed (m->world > 1): every rank calls it, sinks run
- * on rank 0 with the whole batch, the sums are reduced over `dist`. */
+ * on rank 0 with the whole batch, the sums are reduced over `dist`. progress may be NULL. */
 int trm_evaluate(trm_model *m, trm_plan *plan, const trm_dataset *d, int64_t global_batch_size, const float *weights,
-                 trm_eval_result *res, const trm_eval_sink *sinks, int nsinks, struct trm_dist *dist, trm_err *e);
+                 trm_eval_result *res, const trm_eval_sink *sinks, int nsinks, struct trm_dist *dist,
+                 const trm_eval_progress *progress, trm_err *e);
 void trm_eval_result_free(trm_eval_result *r);
 /* Predictions (n × S int32) to `path` and the halting logits to <path without .npy>_q_halt.npy. */
 int trm_save_eval_outputs(const char *path, const trm_eval_outputs *o, int S, trm_err *e);

@@ -316,3 +316,39 @@ int trm_mkdirs_for(const char *path, trm_err *e) {
     free(dir);
     return rc;
 }
+
+size_t trm_edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b), w = lb + 1;
+    size_t *d = xmalloc((la + 1) * w * sizeof *d); /* d[i*w+j]: a[0,i) against b[0,j) */
+    for (size_t i = 0; i <= la; i++) d[i * w] = i;
+    for (size_t j = 0; j <= lb; j++) d[j] = j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            size_t best = d[(i - 1) * w + j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[(i - 1) * w + j] + 1 < best) best = d[(i - 1) * w + j] + 1;
+            if (d[i * w + j - 1] + 1 < best) best = d[i * w + j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[(i - 2) * w + j - 2] + 1 < best)
+                best = d[(i - 2) * w + j - 2] + 1; /* two neighbours swapped: one typo */
+            d[i * w + j] = best;
+        }
+    size_t r = d[la * w + lb];
+    free(d);
+    return r;
+}
+
+const char *trm_nearest(const char *word, const char *const *cands, size_t n) {
+    size_t la = strlen(word), nprefix = 0;
+    const char *prefixed = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (la >= 2 && !strncmp(word, cands[i], la)) nprefix++, prefixed = cands[i];
+    if (nprefix == 1) return prefixed; /* "pre" for "pretrain" */
+    const char *best = NULL;
+    size_t bestd = (size_t)-1;
+    for (size_t i = 0; i < n; i++) {
+        size_t d = trm_edit_distance(word, cands[i]);
+        if (d < bestd) bestd = d, best = cands[i];
+    }
+    if (!best) return NULL;
+    size_t lb = strlen(best), longer = la > lb ? la : lb;
+    return bestd * 3 <= longer ? best : NULL;
+}

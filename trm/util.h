@@ -67,4 +67,11 @@ int trm_rename(const char *from, const char *to, trm_err *e);
  * was last on the line). The whole value must be a number that fits in int64_t. */
 int trm_parse_i64(const char *opt, const char *value, int64_t *out, trm_err *e);
 
+/* Edit distance between byte strings: insertions, deletions, substitutions and swaps of two
+ * neighbours each count one. */
+size_t trm_edit_distance(const char *a, const char *b);
+/* The candidate closest to `word` for a "did you mean" hint: NULL when none is near enough
+ * (more than a third of the longer word would have to change). */
+const char *trm_nearest(const char *word, const char *const *cands, size_t n);
+
 #endif
