@@ -173,8 +173,8 @@ START_TEST(q_continue_target) {
         }
         ck_assert_msg(fabs(loss - m.metrics[TRM_M_Q_CONTINUE_LOSS]) < 1e-5, "q_continue_loss %.9g vs %.9g", m.metrics[TRM_M_Q_CONTINUE_LOSS], loss);
         /* q' from the new carry, without disturbing it */
-        memcpy(zh, m.zH, zb);
-        memcpy(zl, m.zL, zb);
+        memcpy(zh, m.z[0], zb);
+        memcpy(zl, m.z[1], zb);
         memset(m.halted, 0, 3);
         trm_step_opts ev = {.training = 0, .want_grad = 0, .grad_scale = 1.0f / 3};
         double keep[TRM_NMETRICS];
@@ -188,8 +188,8 @@ START_TEST(q_continue_target) {
             last_seen |= last;
             mid_seen |= !last;
         }
-        memcpy(m.zH, zh, zb);
-        memcpy(m.zL, zl, zb);
+        memcpy(m.z[0], zh, zb);
+        memcpy(m.z[1], zl, zb);
         memcpy(m.steps, steps, sizeof steps);
         memcpy(m.halted, halted, 3);
     }
