@@ -116,9 +116,9 @@ static int read_common(const reader *r, trm_model_config *a) {
 
 /* A key the architecture's config class does not declare, whose value would ask for what the
  * architecture does not do: an error rather than pydantic's silence. */
-static int refuse_setting(const reader *r, const char *key, const char *why) {
-    return trm_errf(r->e, "%s: arch.name %s %s; remove the key (configs/arch/%s.yaml)", key, r->arch->name, why,
-                    r->arch->preset);
+static int refuse_setting(const reader *r, const char *key, const char *why, const char *fine) {
+    return trm_errf(r->e, "%s: arch.name %s %s; set %s=%s or remove the key (configs/arch/%s.yaml has none)", key,
+                    r->arch->name, why, key, fine, r->arch->preset);
 }
 
 /* An int key the architecture does not declare: absent, 0 or `allowed` is fine (the reference
@@ -126,13 +126,15 @@ static int refuse_setting(const reader *r, const char *key, const char *why) {
 static int ignored_int(const reader *r, const char *key, int allowed, const char *why) {
     int v;
     if (read_int(r, key, 0, 0, &v)) return -1;
-    return v && v != allowed ? refuse_setting(r, key, why) : 0;
+    char fine[16];
+    snprintf(fine, sizeof fine, "%d", allowed);
+    return v && v != allowed ? refuse_setting(r, key, why, fine) : 0;
 }
 
 static int ignored_bool(const reader *r, const char *key, const char *why) {
     int v;
     if (read_bool(r, key, 0, &v)) return -1;
-    return v ? refuse_setting(r, key, why) : 0;
+    return v ? refuse_setting(r, key, why, "false") : 0;
 }
 
 static int read_specific(const reader *r, trm_model_config *a) {
@@ -167,6 +169,28 @@ static int read_specific(const reader *r, trm_model_config *a) {
     return 0;
 }
 
+int trm_arch_check(const trm_model_config *c, trm_err *e) {
+    const trm_arch *a = trm_arch_get((trm_arch_id)c->arch);
+    if (!a) return trm_errf(e, "unknown architecture %d", c->arch);
+    static const char *const layer_key[TRM_NLEVELS] = {"arch.L_layers", "arch.H_layers"};
+    const int layers[TRM_NLEVELS] = {c->L_layers, c->H_layers};
+    for (int lv = 0; lv < TRM_NLEVELS; lv++)
+        if (a->has_level[lv] && (layers[lv] < 1 || layers[lv] > TRM_MAX_LAYERS))
+            return trm_errf(e, "%s must be in 1..%d for %s (got %d)", layer_key[lv], TRM_MAX_LAYERS, a->name, layers[lv]);
+    if (c->H_cycles < 1) return trm_errf(e, "arch.H_cycles must be >= 1 (got %d)", c->H_cycles);
+    if (a->has_level[TRM_LEVEL_L] && c->L_cycles < 1)
+        return trm_errf(e, "arch.L_cycles must be >= 1 (got %d)", c->L_cycles);
+    if (a->id == TRM_ARCH_TRM_HIER6 && c->L_cycles > TRM_MAX_STATES - 1)
+        return trm_errf(e, "arch.L_cycles must be <= %d for %s: L cycle i updates z_L(i+1) of its six (got %d)",
+                        TRM_MAX_STATES - 1, a->name, c->L_cycles);
+    if (c->mlp_t && !a->cfg_mlp_t)
+        return trm_errf(e, "arch.mlp_t: %s always mixes tokens with attention", a->name);
+    if (a->id == TRM_ARCH_TRANSFORMERS_BASELINE && c->pos_encodings == TRM_POS_NONE)
+        return trm_errf(e, "arch.pos_encodings: %s needs rope or learned positions (the reference raises "
+                           "NotImplementedError for none)", a->name);
+    return 0;
+}
+
 int trm_arch_read_config(const cfg_node *root, trm_model_config *a, const char **name, trm_err *e) {
     memset(a, 0, sizeof *a);
     *name = NULL;
@@ -181,5 +205,5 @@ int trm_arch_read_config(const cfg_node *root, trm_model_config *a, const char *
     a->arch = ar->id;
     reader r = {root, ar, e};
     if (read_common(&r, a) || read_specific(&r, a)) return -1;
-    return 0;
+    return trm_arch_check(a, e);
 }

@@ -49,5 +49,8 @@ struct trm_model_config;
  * or a setting the architecture cannot have is one error naming the architecture. Dataset
  * sizes and the batch are left 0. *name gets arch.name (borrowed) or NULL. */
 int trm_arch_read_config(const cfg_node *root, struct trm_model_config *a, const char **name, trm_err *e);
+/* What the chosen architecture cannot have (layer counts, hier6's six z_L, attention-only or
+ * positions-only settings): one error naming it. Part of trm_model_config_check too. */
+int trm_arch_check(const struct trm_model_config *c, trm_err *e);
 
 #endif

@@ -24,7 +24,7 @@ static double step_flops(const trm_model *m) {
     if (m->cfg.mlp_t)
         per_layer = 2.0 * m->B * D * m->T * 3.0 * m->It;
     else
-        per_layer = 2.0 * R * D * 4.0 * D + 4.0 * m->B * (double)m->H * m->T * (double)m->T * m->hd;
+        per_layer = 2.0 * R * D * 4.0 * m->A + 4.0 * m->B * (double)m->H * m->T * (double)m->T * m->hd;
     per_layer += 2.0 * R * D * 3.0 * m->I;
     double total = 3.0 * 2.0 * R * D * m->V;
     for (int lv = 0; lv < TRM_NLEVELS; lv++) {

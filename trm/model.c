@@ -47,37 +47,15 @@ int trm_model_puzzle_len(const trm_model_config *c) {
     return c->hidden_size > 0 ? (c->puzzle_emb_ndim + c->hidden_size - 1) / c->hidden_size : 0;
 }
 
-/* What the architecture itself cannot do: errors that name it. */
-static int check_arch(const trm_model_config *c, const trm_arch *a, trm_err *e) {
-    static const char *const layer_key[TRM_NLEVELS] = {"arch.L_layers", "arch.H_layers"};
-    const int layers[TRM_NLEVELS] = {c->L_layers, c->H_layers};
-    for (int lv = 0; lv < TRM_NLEVELS; lv++)
-        if (a->has_level[lv] && (layers[lv] < 1 || layers[lv] > MAX_LAYERS))
-            return trm_errf(e, "%s must be in 1..%d for %s (got %d)", layer_key[lv], MAX_LAYERS, a->name, layers[lv]);
-    if (c->H_cycles < 1) return trm_errf(e, "arch.H_cycles must be >= 1 (got %d)", c->H_cycles);
-    if (a->has_level[TRM_LEVEL_L] && c->L_cycles < 1)
-        return trm_errf(e, "arch.L_cycles must be >= 1 (got %d)", c->L_cycles);
-    if (a->id == TRM_ARCH_TRM_HIER6 && c->L_cycles > TRM_MAX_STATES - 1)
-        return trm_errf(e, "arch.L_cycles must be <= %d for %s: L cycle i updates z_L(i+1) of its six (got %d)",
-                        TRM_MAX_STATES - 1, a->name, c->L_cycles);
-    if (c->mlp_t && !a->cfg_mlp_t)
-        return trm_errf(e, "arch.mlp_t: %s always mixes tokens with attention", a->name);
-    if (a->id == TRM_ARCH_TRANSFORMERS_BASELINE && c->pos_encodings == TRM_POS_NONE)
-        return trm_errf(e, "arch.pos_encodings: %s needs rope or learned positions (the reference raises "
-                           "NotImplementedError for none)", a->name);
-    return 0;
-}
-
 int trm_model_config_check(const trm_model_config *c, trm_err *e) {
-    const trm_arch *a = trm_arch_get((trm_arch_id)c->arch);
-    if (!a) return trm_errf(e, "unknown architecture %d", c->arch);
-    if (c->hidden_size <= 0 || c->num_heads <= 0 || c->hidden_size % c->num_heads)
-        return trm_errf(e, "arch.hidden_size (%d) must be a positive multiple of arch.num_heads (%d)",
-                        c->hidden_size, c->num_heads);
+    /* as the reference's Attention: head_dim = hidden_size // num_heads, and the heads span
+     * num_heads·head_dim ≤ hidden_size (the transformer baseline's 512 and 12 heads: 504) */
+    if (c->hidden_size <= 0 || c->num_heads <= 0 || c->num_heads > c->hidden_size)
+        return trm_errf(e, "arch.num_heads (%d) must be in 1..arch.hidden_size (%d)", c->num_heads, c->hidden_size);
     if ((c->hidden_size / c->num_heads) % 2 && c->pos_encodings == TRM_POS_ROPE)
         return trm_errf(e, "rope needs an even head dimension (hidden_size/num_heads = %d)",
                         c->hidden_size / c->num_heads);
-    if (check_arch(c, a, e)) return -1;
+    if (trm_arch_check(c, e)) return -1;
     if (c->halt_max_steps < 1) return trm_errf(e, "arch.halt_max_steps must be >= 1");
     if (c->puzzle_emb_ndim < 0 || c->puzzle_emb_len < 0)
         return trm_errf(e, "arch.puzzle_emb_ndim and arch.puzzle_emb_len must be >= 0");
@@ -114,9 +92,9 @@ static void layout_layer(trm_model *m, const char *level, int j, int l) {
         m->p_layer[l][1] = add_param(m, nm, m->T, m->It);
     } else {
         snprintf(nm, sizeof nm, "inner.%s.layers.%d.self_attn.qkv_proj.weight", level, j);
-        m->p_layer[l][0] = add_param(m, nm, 3 * m->D, m->D);
+        m->p_layer[l][0] = add_param(m, nm, 3 * m->A, m->D);
         snprintf(nm, sizeof nm, "inner.%s.layers.%d.self_attn.o_proj.weight", level, j);
-        m->p_layer[l][1] = add_param(m, nm, m->D, m->D);
+        m->p_layer[l][1] = add_param(m, nm, m->D, m->A);
     }
     snprintf(nm, sizeof nm, "inner.%s.layers.%d.mlp.gate_up_proj.weight", level, j);
     m->p_layer[l][2] = add_param(m, nm, 2 * m->I, m->D);
@@ -266,8 +244,8 @@ static void carve_block(trm_model *m, arena *a, trm_block_acts *k, float *act, f
         k->y1T = arena_take(a, RT * m->T);
         k->rstd1 = arena_take(a, RT);
     } else {
-        k->qkv = arena_take(a, R * 3 * m->D);
-        k->att = arena_take(a, R * m->D);
+        k->qkv = arena_take(a, R * 3 * m->A);
+        k->att = arena_take(a, R * m->A);
         k->lse = arena_take(a, (size_t)m->B * m->H * m->T);
         k->rstd1 = arena_take(a, R);
     }
@@ -319,6 +297,7 @@ int trm_model_create(trm_model *m, const trm_model_config *c, trm_backend *be, u
     m->D = c->hidden_size;
     m->H = c->num_heads;
     m->hd = m->D / m->H;
+    m->A = m->H * m->hd;
     m->P = trm_model_puzzle_len(c);
     m->S = c->seq_len;
     m->T = m->P + m->S;
@@ -608,12 +587,12 @@ static void linear_bwd(trm_backend *be, float *dx, float *dW, const float *dy, c
 
 static void mixer_attn_fwd(trm_model *m, const float *w, int l, trm_block_acts *k) {
     trm_backend *be = m->be;
-    int R = m->B * m->T, D = m->D;
-    linear_fwd(be, k->qkv, k->in, P_(m, w, m->p_layer[l][0]), R, D, 3 * D);
+    int R = m->B * m->T, D = m->D, A = m->A;
+    linear_fwd(be, k->qkv, k->in, P_(m, w, m->p_layer[l][0]), R, D, 3 * A);
     if (m->cfg.pos_encodings == TRM_POS_ROPE)
         be->rope_fwd(be, k->qkv, m->rope_cos, m->rope_sin, m->B, m->T, m->H, m->hd);
     be->attention_fwd(be, k->att, k->lse, k->qkv, m->B, m->T, m->H, m->hd);
-    linear_fwd(be, m->tmp_rows, k->att, P_(m, w, m->p_layer[l][1]), R, D, D);
+    linear_fwd(be, m->tmp_rows, k->att, P_(m, w, m->p_layer[l][1]), R, A, D);
     be->rmsnorm_fwd(be, k->y1, k->rstd1, k->in, m->tmp_rows, R, D, (float)m->cfg.rms_norm_eps);
 }
 
@@ -624,12 +603,12 @@ static void mixer_attn_bwd(trm_model *m, int l, trm_block_acts *k, const float *
     int R = m->B * m->T, D = m->D;
     const float *w = m->w;
     be->rmsnorm_bwd(be, w1, dy1, k->y1, k->rstd1, R, D); /* w1 = dx1 */
-    linear_bwd(be, big2, G_(m, m->p_layer[l][1]), w1, k->att, P_(m, w, m->p_layer[l][1]), R, D, D, 0);
+    linear_bwd(be, big2, G_(m, m->p_layer[l][1]), w1, k->att, P_(m, w, m->p_layer[l][1]), R, m->A, D, 0);
     be->attention_bwd(be, big1, big2, k->qkv, k->att, k->lse, m->B, m->T, m->H, m->hd);
     if (m->cfg.pos_encodings == TRM_POS_ROPE)
         be->rope_bwd(be, big1, m->rope_cos, m->rope_sin, m->B, m->T, m->H, m->hd);
     be->copy(be, d_in, w1, (size_t)R * D * sizeof(float));
-    linear_bwd(be, d_in, G_(m, m->p_layer[l][0]), big1, k->in, P_(m, w, m->p_layer[l][0]), R, D, 3 * D, 1);
+    linear_bwd(be, d_in, G_(m, m->p_layer[l][0]), big1, k->in, P_(m, w, m->p_layer[l][0]), R, D, 3 * m->A, 1);
 }
 
 static void mixer_mlpt_fwd(trm_model *m, const float *w, int l, trm_block_acts *k) {

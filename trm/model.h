@@ -54,6 +54,7 @@ typedef struct {
     trm_backend *be;
     /* derived sizes */
     int P, T, D, H, hd, I, It, S, V, B;
+    int A;                /* attention width num_heads·head_dim (≤ D: head_dim = D // num_heads) */
     /* the blocks of each level (TRM_LEVEL_L, TRM_LEVEL_H): count and first index in p_layer */
     int level_layers[TRM_NLEVELS], level_first[TRM_NLEVELS];
     int q_target_on;      /* training bootstraps q_continue (target_q_continue) */
