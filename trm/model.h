@@ -29,7 +29,7 @@ typedef struct trm_model_config {
     int mlp_t;
     int halt_max_steps;
     double halt_exploration_prob;
-    int no_ACT_continue;     /* architectures that read it (arch.h) */
+    int no_ACT_continue;     /* architectures that read it (arch.h); the others: 0 */
     int halt_fixed;          /* transformers_baseline act_enabled=False: training halts at halt_max_steps only */
     int forward_bf16;        /* forward_dtype == bfloat16 */
     int loss_type;           /* TRM_LOSS_* */
@@ -87,7 +87,7 @@ typedef struct {
     uint64_t *rng_step;   /* the exploration counter, written before each step */
     float *dz, *dz2, *tmp_rows, *tmp_big;
     float *dacc;          /* trm_hier6's backward: the gradient reaching every z_L (else NULL) */
-    trm_net_acts *saved;  /* the Net calls of the final cycle (arch: trm_arch_saved_calls) */
+    trm_net_acts *saved;  /* the final cycle's Net calls (how many: the architecture's saved_calls) */
     trm_net_acts *scratch;/* for no-grad calls */
     void *act_arena[TRM_ARENA_CHUNKS]; /* the activations, in as few allocations as the backend allows */
     int act_chunks;
@@ -106,8 +106,8 @@ typedef struct {
 
 #define TRM_GATHER_CHUNK ((size_t)4 << 20)
 
-/* Derived sizes check: errors on inconsistent configs (e.g. hidden_size % num_heads) and on
- * settings the architecture cannot have, naming it. */
+/* Derived sizes check: errors on inconsistent configs (e.g. more heads than hidden_size) and
+ * on settings the architecture cannot have, naming it. */
 int trm_model_config_check(const trm_model_config *c, trm_err *e);
 /* Puzzle positions P: arch.puzzle_emb_len where the architecture reads it and it is non-zero,
  * else ceil(puzzle_emb_ndim / hidden_size). */
