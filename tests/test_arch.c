@@ -22,14 +22,16 @@ static const cfg_search embedded = {.dirs = NULL, .ndirs = 0, .use_embedded = 1}
 static int read_cfg_tree(trm_run_config *rc, char **ov, cfg_node **tree, trm_err *e) {
     int n = 0;
     while (ov && ov[n]) n++;
+    memset(rc, 0, sizeof *rc);
     *tree = cfg_compose(&embedded, "cfg_pretrain", n, ov, e);
     return *tree ? trm_run_config_read(rc, *tree, e) : -1;
 }
 
-/* The same for the numbers alone (rc's strings are gone). */
+/* The same for the numbers alone (rc's strings are gone); rc is freed on failure. */
 static int read_cfg(trm_run_config *rc, char **ov, trm_err *e) {
     cfg_node *tree;
     int r = read_cfg_tree(rc, ov, &tree, e);
+    if (r) trm_run_config_free(rc);
     cfg_free(tree);
     return r;
 }

@@ -9,19 +9,36 @@
 
 #include "model.h"
 
+#define NAME_TRM "recursive_reasoning.trm@TinyRecursiveReasoningModel_ACTV1"
+#define NAME_HRM "recursive_reasoning.hrm@HierarchicalReasoningModel_ACTV1"
+#define NAME_SINGLEZ "recursive_reasoning.trm_singlez@TinyRecursiveReasoningModel_ACTV1"
+#define NAME_HIER6 "recursive_reasoning.trm_hier6@TinyRecursiveReasoningModel_ACTV1"
+#define NAME_BASELINE "recursive_reasoning.transformers_baseline@Model_ACTV2"
+
 static const trm_arch archs[TRM_NARCH] = {
-    [TRM_ARCH_TRM] = {TRM_ARCH_TRM, "recursive_reasoning.trm@TinyRecursiveReasoningModel_ACTV1", "trm", 2,
-                      {"z_H", "z_L"}, {"H_init", "L_init"}, {1, 0}, 1, 1, 1, 1},
-    [TRM_ARCH_HRM] = {TRM_ARCH_HRM, "recursive_reasoning.hrm@HierarchicalReasoningModel_ACTV1", "hrm", 2,
-                      {"z_H", "z_L"}, {"H_init", "L_init"}, {1, 1}, 0, 0, 1, 1},
-    [TRM_ARCH_TRM_SINGLEZ] = {TRM_ARCH_TRM_SINGLEZ, "recursive_reasoning.trm_singlez@TinyRecursiveReasoningModel_ACTV1",
-                              "trm_singlez", 1, {"z_L"}, {"L_init"}, {1, 0}, 1, 1, 1, 1},
-    [TRM_ARCH_TRM_HIER6] = {TRM_ARCH_TRM_HIER6, "recursive_reasoning.trm_hier6@TinyRecursiveReasoningModel_ACTV1",
-                            "trm_hier6", 7, {"z_H", "z_L1", "z_L2", "z_L3", "z_L4", "z_L5", "z_L6"},
-                            {"H_init", "L1_init", "L2_init", "L3_init", "L4_init", "L5_init", "L6_init"}, {1, 0}, 1, 1, 1, 1},
-    [TRM_ARCH_TRANSFORMERS_BASELINE] = {TRM_ARCH_TRANSFORMERS_BASELINE,
-                                        "recursive_reasoning.transformers_baseline@Model_ACTV2",
-                                        "transformers_baseline", 1, {"z_H"}, {"H_init"}, {0, 1}, 0, 0, 0, 0},
+    [TRM_ARCH_TRM] = {.id = TRM_ARCH_TRM, .name = NAME_TRM, .preset = "trm",
+                      .nstates = 2, .state = {"z_H", "z_L"}, .init = {"H_init", "L_init"},
+                      .has_level = {[TRM_LEVEL_L] = 1},
+                      .cfg_puzzle_emb_len = 1, .cfg_no_act_continue = 1, .cfg_mlp_t = 1, .bootstraps_q = 1},
+    [TRM_ARCH_HRM] = {.id = TRM_ARCH_HRM, .name = NAME_HRM, .preset = "hrm",
+                      .nstates = 2, .state = {"z_H", "z_L"}, .init = {"H_init", "L_init"},
+                      .has_level = {[TRM_LEVEL_L] = 1, [TRM_LEVEL_H] = 1},
+                      .cfg_mlp_t = 1, .bootstraps_q = 1},
+    [TRM_ARCH_TRM_SINGLEZ] = {.id = TRM_ARCH_TRM_SINGLEZ, .name = NAME_SINGLEZ, .preset = "trm_singlez",
+                              .nstates = 1, .state = {"z_L"}, .init = {"L_init"},
+                              .has_level = {[TRM_LEVEL_L] = 1},
+                              .cfg_puzzle_emb_len = 1, .cfg_no_act_continue = 1, .cfg_mlp_t = 1, .bootstraps_q = 1},
+    [TRM_ARCH_TRM_HIER6] = {.id = TRM_ARCH_TRM_HIER6, .name = NAME_HIER6, .preset = "trm_hier6",
+                            .nstates = 7, .state = {"z_H", "z_L1", "z_L2", "z_L3", "z_L4", "z_L5", "z_L6"},
+                            .init = {"H_init", "L1_init", "L2_init", "L3_init", "L4_init", "L5_init", "L6_init"},
+                            .has_level = {[TRM_LEVEL_L] = 1},
+                            .cfg_puzzle_emb_len = 1, .cfg_no_act_continue = 1, .cfg_mlp_t = 1, .bootstraps_q = 1},
+    /* Model_ACTV2 computes a q target only when called with compute_target_q, which the
+     * reference's loss head never does */
+    [TRM_ARCH_TRANSFORMERS_BASELINE] = {.id = TRM_ARCH_TRANSFORMERS_BASELINE, .name = NAME_BASELINE,
+                                        .preset = "transformers_baseline",
+                                        .nstates = 1, .state = {"z_H"}, .init = {"H_init"},
+                                        .has_level = {[TRM_LEVEL_H] = 1}},
 };
 
 const trm_arch *trm_arch_get(trm_arch_id id) {
@@ -35,11 +52,7 @@ const trm_arch *trm_arch_find(const char *name) {
 }
 
 const char *trm_arch_known_names(void) {
-    static char buf[512];
-    size_t o = 0;
-    for (int i = 0; i < TRM_NARCH && o < sizeof buf; i++)
-        o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%s", i ? ", " : "", archs[i].name);
-    return buf;
+    return NAME_TRM ", " NAME_HRM ", " NAME_SINGLEZ ", " NAME_HIER6 ", " NAME_BASELINE;
 }
 
 /* ---- reading one architecture's keys ---- */

@@ -40,7 +40,7 @@ typedef struct {
 const trm_arch *trm_arch_get(trm_arch_id id);
 /* By the reference's module@Class name; NULL when trm does not know it. */
 const trm_arch *trm_arch_find(const char *name);
-/* "a, b, c": every known name, for messages (static storage). */
+/* "a, b, c": every known name, for messages. */
 const char *trm_arch_known_names(void);
 
 struct trm_model_config;

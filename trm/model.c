@@ -682,14 +682,13 @@ const float *trm_net_fwd(trm_model *m, const float *w, int level, const float *c
     trm_backend *be = m->be;
     trm_net_acts *a = save ? save : m->scratch;
     size_t n = (size_t)m->B * m->T * m->D;
-    if (nparts > 1)
-        be->add(be, a->x0, parts[0], parts[1], n);
-    else if (inj)
-        be->add(be, a->x0, parts[0], inj, n), inj = NULL;
+    const float *second = nparts > 1 ? parts[1] : inj;
+    if (second)
+        be->add(be, a->x0, parts[0], second, n);
     else
         be->copy(be, a->x0, parts[0], n * sizeof(float));
     for (int i = 2; i < nparts; i++) be->axpy(be, a->x0, parts[i], 1.0f, n);
-    if (inj) be->axpy(be, a->x0, inj, 1.0f, n);
+    if (inj && nparts > 1) be->axpy(be, a->x0, inj, 1.0f, n);
     float *cur = a->x0;
     for (int j = 0; j < m->level_layers[level]; j++) {
         trm_block_acts *k = save ? &a->blk[j] : &a->blk[j % 2];
