@@ -80,7 +80,7 @@ expect_text err "cfg=nope: no such config" "unknown cfg"
 
 run config show arch=nope
 expect_rc 2 "unknown group option"
-expect_text err "available: trm" "unknown group option"
+expect_text err "available: hrm, transformers_baseline, trm, trm_hier6, trm_singlez" "unknown group option"
 
 run config show stray
 expect_rc 2 "stray word"

@@ -480,7 +480,7 @@ START_TEST(test_user_dir_precedence) {
     char *bad[] = {"arch.L_cycles=2", "arch=nope", NULL};
     const char *m = compose_err(&s, NULL, bad, &e);
     ASSERT_HAS(m, "arch=nope");
-    ASSERT_HAS(m, "available: derived, foo, trm");
+    ASSERT_HAS(m, "available: derived, foo, hrm, transformers_baseline, trm, trm_hier6, trm_singlez");
     char *bad2[] = {"opt=sgd", NULL};
     ASSERT_HAS(compose_err(&s, NULL, bad2, &e), "no option 'sgd' in config group opt (available: adam)");
 
@@ -552,7 +552,7 @@ START_TEST(test_defaults_errors) {
     ASSERT_HAS(compose_err(&s, "notlist", NULL, &e), "notlist.yaml:1:1: defaults must be a list");
     ASSERT_HAS(compose_err(&s, "toplist", NULL, &e), "the top level must be a map");
     m = compose_err(&s, "badgroup", NULL, &e);
-    ASSERT_HAS(m, "badgroup.yaml:2:5: no option 'nope' in config group arch (available: trm)");
+    ASSERT_HAS(m, "badgroup.yaml:2:5: no option 'nope' in config group arch (available: hrm, transformers_baseline, trm, trm_hier6, trm_singlez)");
     ASSERT_HAS(compose_err(&s, "broken", NULL, &e), "broken.yaml:2:1:");
     m = compose_err(&embedded, "nosuchcfg", NULL, &e);
     ASSERT_HAS(m, "cfg=nosuchcfg: no such config (available: arc, cfg_pretrain, maze, sudoku, tiny)");

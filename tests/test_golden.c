@@ -1,6 +1,7 @@
-/* test_golden.c — the four reference variants in ../shared/golden (SPEC §8): load the init/ tensors,
- * run four training ACT steps and three evaluation steps and compare outputs, carry, halting,
- * loss, metrics, gradients and updated weights.
+/* test_golden.c — the reference variants in ../shared/golden (SPEC §8): TRM's four and, under
+ * archs/, one each of HRM, trm_singlez, trm_hier6 and the transformer baseline. Load the init/
+ * tensors, run four training ACT steps and three evaluation steps and compare outputs, every
+ * carry state, halting, the bootstrapped q target, loss, metrics, gradients and updated weights.
  *
  * The backend is TRM_TEST_BACKEND (default cpu), created through the registry; a named backend
  * with no device here skips the test (exit 77). TRM_TEST_BF16=1 runs the GEMMs in bf16 (where
@@ -93,6 +94,7 @@ static double jfloat(const golden *g, const char *key) {
     ck_assert_msg(cfg_get_float(g->json, key, &v, &e) == 0, "%s", e.msg);
     return v;
 }
+static int jhas(const golden *g, const char *key) { return cfg_get(g->json, key) != NULL; }
 static int jbool(const golden *g, const char *key) {
     int v;
     trm_err e;
@@ -152,6 +154,11 @@ static void open_golden(golden *g, const char *variant) {
     free(path);
 
     trm_model_config c = {0};
+    const char *arch_name = NULL;
+    if (jhas(g, "arch_name")) ck_assert(cfg_get_str(g->json, "arch_name", &arch_name, 0, &e) == 0);
+    const trm_arch *arch = arch_name ? trm_arch_find(arch_name) : trm_arch_get(TRM_ARCH_TRM);
+    ck_assert_msg(arch != NULL, "%s: unknown arch_name %s", variant, arch_name);
+    c.arch = arch->id;
     c.batch_size = (int)jint(g, "model.batch_size");
     c.seq_len = (int)jint(g, "model.seq_len");
     c.vocab_size = (int)jint(g, "model.vocab_size");
@@ -159,11 +166,13 @@ static void open_golden(golden *g, const char *variant) {
     c.H_cycles = (int)jint(g, "model.H_cycles");
     c.L_cycles = (int)jint(g, "model.L_cycles");
     c.L_layers = (int)jint(g, "model.L_layers");
+    c.H_layers = (int)jint(g, "model.H_layers");
     c.hidden_size = (int)jint(g, "model.hidden_size");
     c.num_heads = (int)jint(g, "model.num_heads");
     c.expansion = jfloat(g, "model.expansion");
     c.puzzle_emb_ndim = (int)jint(g, "model.puzzle_emb_ndim");
-    c.puzzle_emb_len = (int)jint(g, "model.puzzle_emb_len");
+    /* HRM's and the baseline's config classes have no puzzle_emb_len (the model ignores it) */
+    c.puzzle_emb_len = jhas(g, "model.puzzle_emb_len") ? (int)jint(g, "model.puzzle_emb_len") : 0;
     const char *pos;
     ck_assert(cfg_get_str(g->json, "model.pos_encodings", &pos, 0, &e) == 0);
     c.pos_encodings = !strcmp(pos, "rope") ? TRM_POS_ROPE : !strcmp(pos, "learned") ? TRM_POS_LEARNED : TRM_POS_NONE;
@@ -203,14 +212,15 @@ static void open_golden(golden *g, const char *variant) {
         free(nm);
     }
     size_t n;
-    float *h = load_f32(g, "init/inner.H_init", &n);
-    ck_assert_int_eq(n, (size_t)m->D);
-    dev_put(g, m->H_init, h, n * sizeof(float));
-    free(h);
-    h = load_f32(g, "init/inner.L_init", &n);
-    ck_assert_int_eq(n, (size_t)m->D);
-    dev_put(g, m->L_init, h, n * sizeof(float));
-    free(h);
+    float *h;
+    for (int k = 0; k < m->nstates; k++) {
+        char *nm = xasprintf("init/inner.%s", m->arch->init[k]);
+        h = load_f32(g, nm, &n);
+        ck_assert_int_eq(n, (size_t)m->D);
+        dev_put(g, m->init[k], h, n * sizeof(float));
+        free(h);
+        free(nm);
+    }
     if (c.puzzle_emb_ndim) {
         h = load_f32(g, "init/inner.puzzle_emb.weights", &n);
         ck_assert_int_eq(n, (size_t)c.num_puzzle_identifiers * c.puzzle_emb_ndim);
@@ -292,13 +302,11 @@ static void check_outputs(golden *g, const char *prefix, int check_continue, int
     free(qh);
     free(qc);
     if (check_carry) {
-        const char *zs[2] = {"z_H", "z_L"};
-        const float *zp[2] = {m->zH, m->zL};
-        for (int k = 0; k < 2; k++) {
-            nm = xasprintf("%s/out/%s", prefix, zs[k]);
+        for (int k = 0; k < m->nstates; k++) {
+            nm = xasprintf("%s/out/%s", prefix, m->arch->state[k]);
             want = load_f32(g, nm, &n);
             ck_assert_int_eq(n, (size_t)m->B * m->T * m->D);
-            float *z = dev_get_f32(g, zp[k], n);
+            float *z = dev_get_f32(g, m->z[k], n);
             expect_close(nm, z, want, n, tol);
             free(z);
             free(want);
@@ -335,11 +343,17 @@ static void check_outputs(golden *g, const char *prefix, int check_continue, int
     dev_get(g, metrics, m->metrics, sizeof metrics);
     static const char *names[TRM_NMETRICS] = {"count", "accuracy", "exact_accuracy", "q_halt_accuracy",
                                               "steps", "lm_loss", "q_halt_loss", "q_continue_loss"};
+    /* q_continue_loss exists where the step bootstraps q_continue (HRM), and must be 0 elsewhere */
+    char *qc_name = xasprintf("%s/metric/q_continue_loss", prefix);
+    int has_qc = st_find(&g->f, qc_name) != NULL;
+    free(qc_name);
+    if (!has_qc) ck_assert_msg(metrics[TRM_M_Q_CONTINUE_LOSS] == 0, "%s: q_continue_loss %g without a target", prefix,
+                               metrics[TRM_M_Q_CONTINUE_LOSS]);
     /* evaluation steps run free from a fresh carry: the same 4^(i-1) allowance as their outputs */
     int eval_step = 0;
     double mtol = 1e-5;
     if (sscanf(prefix, "eval/step%d", &eval_step) == 1 && eval_step > 1) mtol *= pow(4.0, eval_step - 1);
-    for (int k = 0; k < TRM_M_Q_CONTINUE_LOSS; k++) {
+    for (int k = 0; k < (has_qc ? TRM_NMETRICS : TRM_M_Q_CONTINUE_LOSS); k++) {
         nm = xasprintf("%s/metric/%s", prefix, names[k]);
         double w = scalar(g, nm), v = metrics[k];
         int exact = k == TRM_M_COUNT || k == TRM_M_EXACT_ACCURACY || k == TRM_M_Q_HALT_ACCURACY || k == TRM_M_STEPS;
@@ -364,6 +378,26 @@ static void check_outputs(golden *g, const char *prefix, int check_continue, int
     double loss_tol = g->bf16 ? g->tol_grad : mtol;
     if (getenv("TRM_GOLDEN_VERBOSE")) printf("%-70s %.9g vs %.9g\n", nm, loss, w), fflush(stdout);
     ck_assert_msg(fabs(loss - w) <= loss_tol * fabs(w), "%s: %.9g vs %.9g", nm, loss, w);
+    free(nm);
+}
+
+/* HRM bootstraps q_continue from one more inner step on the new carry (target_q_continue);
+ * the other golden variants halt without it and have no such tensor. */
+static void check_q_target(golden *g, const char *prefix) {
+    trm_model *m = &g->m;
+    char *nm = xasprintf("%s/out/target_q_continue", prefix);
+    int has = st_find(&g->f, nm) != NULL;
+    ck_assert_msg(has == m->q_target_on, "%s: the reference %s a q target, trm %s", prefix, has ? "has" : "has no",
+                  m->q_target_on ? "computes one" : "does not");
+    if (has) {
+        size_t n;
+        float *want = load_f32(g, nm, &n);
+        ck_assert_int_eq(n, (size_t)m->B);
+        float *got = dev_get_f32(g, m->q_target, n);
+        expect_close(nm, got, want, n, g->tol_out);
+        free(got);
+        free(want);
+    }
     free(nm);
 }
 
@@ -413,13 +447,11 @@ static void teacher_force(golden *g, const char *prefix) {
         free(w);
         free(nm);
     }
-    const char *zs[2] = {"z_H", "z_L"};
-    float *zp[2] = {m->zH, m->zL};
-    for (int k = 0; k < 2; k++) {
-        char *nm = xasprintf("%s/out/%s", prefix, zs[k]);
+    for (int k = 0; k < m->nstates; k++) {
+        char *nm = xasprintf("%s/out/%s", prefix, m->arch->state[k]);
         float *z = load_f32(g, nm, &n);
         ck_assert_int_eq(n, (size_t)m->B * m->T * m->D);
-        dev_put(g, zp[k], z, n * sizeof(float));
+        dev_put(g, m->z[k], z, n * sizeof(float));
         free(z);
         free(nm);
     }
@@ -443,6 +475,7 @@ static void run_variant(const char *variant) {
         trm_step_opts so = {.training = 1, .want_grad = 1, .grad_scale = 1.0f / (float)m->B, .seed = 0, .rng_step = (uint64_t)t};
         trm_model_act_step(m, &so);
         check_outputs(&g, prefix, 1, 1, g.tol_out);
+        check_q_target(&g, prefix);
         for (int i = 0; i < m->nparams; i++) {
             char *nm = xasprintf("%s/grad/%s", prefix, m->params[i].name);
             size_t n;
@@ -530,6 +563,14 @@ START_TEST(golden_mlp_t) { run_variant("mlp_t"); }
 END_TEST
 START_TEST(golden_noemb_rope) { run_variant("noemb_rope"); }
 END_TEST
+START_TEST(golden_hrm) { run_variant("archs/hrm_rope"); }
+END_TEST
+START_TEST(golden_trm_singlez) { run_variant("archs/trm_singlez_rope"); }
+END_TEST
+START_TEST(golden_trm_hier6) { run_variant("archs/trm_hier6_rope"); }
+END_TEST
+START_TEST(golden_transformers_baseline) { run_variant("archs/transformers_baseline_rope"); }
+END_TEST
 
 int main(void) {
     const char *name = test_backend();
@@ -549,6 +590,10 @@ int main(void) {
     tcase_add_test(tc, golden_att_learned);
     tcase_add_test(tc, golden_mlp_t);
     tcase_add_test(tc, golden_noemb_rope);
+    tcase_add_test(tc, golden_hrm);
+    tcase_add_test(tc, golden_trm_singlez);
+    tcase_add_test(tc, golden_trm_hier6);
+    tcase_add_test(tc, golden_transformers_baseline);
     suite_add_tcase(s, tc);
     return trm_run_suite(s);
 }

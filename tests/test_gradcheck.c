@@ -1,7 +1,9 @@
 /* test_gradcheck.c — finite-difference checks of the model's backward for every parameter
  * tensor and the puzzle-embedding rows, on tiny configs covering both block kinds, all
- * three position modes and both losses. H_cycles = 1 so that no no-grad cycle hides part of
- * the dependence on the weights (the reference truncates the gradient there by design). */
+ * three position modes, both losses, heads that span less than hidden_size, and every
+ * architecture. H_cycles = 1 (HRM: and L_cycles = 1) so that no no-grad call hides part of the
+ * dependence on the weights (the reference truncates the gradient there by design); HRM runs
+ * with halt_max_steps = 1, where no q target (itself a no-grad function of the weights) exists. */
 #include <check.h>
 
 #include "check_main.h"
@@ -15,6 +17,7 @@
 
 typedef struct {
     int mlp_t, pos, loss, ndim, plen;
+    int arch, heads; /* 0: TRM, 2 heads */
 } variant;
 
 static trm_model_config tiny_config(const variant *v) {
@@ -23,17 +26,19 @@ static trm_model_config tiny_config(const variant *v) {
     c.seq_len = 6;
     c.vocab_size = 5;
     c.num_puzzle_identifiers = 4;
+    c.arch = v->arch;
     c.H_cycles = 1;
-    c.L_cycles = 2;
+    c.L_cycles = v->arch == TRM_ARCH_HRM ? 1 : 2;
     c.L_layers = 2;
+    c.H_layers = 2;
     c.hidden_size = 16;
-    c.num_heads = 2;
+    c.num_heads = v->heads ? v->heads : 2;
     c.expansion = 2;
     c.puzzle_emb_ndim = v->ndim;
     c.puzzle_emb_len = v->plen;
     c.pos_encodings = v->pos;
     c.mlp_t = v->mlp_t;
-    c.halt_max_steps = 4;
+    c.halt_max_steps = v->arch == TRM_ARCH_HRM ? 1 : 4;
     c.halt_exploration_prob = 0;
     c.no_ACT_continue = 1;
     c.loss_type = v->loss;
@@ -122,15 +127,32 @@ static void run_variant(const variant *v) {
     be->destroy(be);
 }
 
-START_TEST(grad_attention_rope) { variant v = {0, TRM_POS_ROPE, TRM_LOSS_STABLEMAX, 16, 1}; run_variant(&v); }
+START_TEST(grad_attention_rope) { variant v = {0, TRM_POS_ROPE, TRM_LOSS_STABLEMAX, 16, 1, 0, 0}; run_variant(&v); }
 END_TEST
-START_TEST(grad_attention_learned) { variant v = {0, TRM_POS_LEARNED, TRM_LOSS_STABLEMAX, 10, 2}; run_variant(&v); }
+START_TEST(grad_attention_learned) { variant v = {0, TRM_POS_LEARNED, TRM_LOSS_STABLEMAX, 10, 2, 0, 0}; run_variant(&v); }
 END_TEST
-START_TEST(grad_attention_none_softmax) { variant v = {0, TRM_POS_NONE, TRM_LOSS_SOFTMAX, 16, 0}; run_variant(&v); }
+START_TEST(grad_attention_none_softmax) { variant v = {0, TRM_POS_NONE, TRM_LOSS_SOFTMAX, 16, 0, 0, 0}; run_variant(&v); }
 END_TEST
-START_TEST(grad_mlp_t) { variant v = {1, TRM_POS_NONE, TRM_LOSS_STABLEMAX, 16, 2}; run_variant(&v); }
+START_TEST(grad_mlp_t) { variant v = {1, TRM_POS_NONE, TRM_LOSS_STABLEMAX, 16, 2, 0, 0}; run_variant(&v); }
 END_TEST
-START_TEST(grad_mlp_t_learned_noemb) { variant v = {1, TRM_POS_LEARNED, TRM_LOSS_STABLEMAX, 0, 0}; run_variant(&v); }
+START_TEST(grad_mlp_t_learned_noemb) { variant v = {1, TRM_POS_LEARNED, TRM_LOSS_STABLEMAX, 0, 0, 0, 0}; run_variant(&v); }
+END_TEST
+/* 3 heads of 16 // 3 = 5: the attention is 15 wide, o_proj 16×15 */
+START_TEST(grad_attention_partial_heads) { variant v = {0, TRM_POS_LEARNED, TRM_LOSS_STABLEMAX, 16, 1, 0, 3}; run_variant(&v); }
+END_TEST
+START_TEST(grad_hrm_rope) { variant v = {0, TRM_POS_ROPE, TRM_LOSS_STABLEMAX, 16, 0, TRM_ARCH_HRM, 0}; run_variant(&v); }
+END_TEST
+START_TEST(grad_hrm_mlp_t) { variant v = {1, TRM_POS_NONE, TRM_LOSS_STABLEMAX, 20, 0, TRM_ARCH_HRM, 0}; run_variant(&v); }
+END_TEST
+START_TEST(grad_trm_singlez) { variant v = {0, TRM_POS_ROPE, TRM_LOSS_STABLEMAX, 16, 2, TRM_ARCH_TRM_SINGLEZ, 0}; run_variant(&v); }
+END_TEST
+START_TEST(grad_trm_singlez_mlp_t) { variant v = {1, TRM_POS_LEARNED, TRM_LOSS_SOFTMAX, 16, 1, TRM_ARCH_TRM_SINGLEZ, 0}; run_variant(&v); }
+END_TEST
+START_TEST(grad_trm_hier6) { variant v = {0, TRM_POS_ROPE, TRM_LOSS_STABLEMAX, 16, 1, TRM_ARCH_TRM_HIER6, 0}; run_variant(&v); }
+END_TEST
+START_TEST(grad_trm_hier6_mlp_t) { variant v = {1, TRM_POS_NONE, TRM_LOSS_STABLEMAX, 16, 1, TRM_ARCH_TRM_HIER6, 0}; run_variant(&v); }
+END_TEST
+START_TEST(grad_transformers_baseline) { variant v = {0, TRM_POS_LEARNED, TRM_LOSS_STABLEMAX, 24, 0, TRM_ARCH_TRANSFORMERS_BASELINE, 3}; run_variant(&v); }
 END_TEST
 
 /* no_ACT_continue=false (the reference crashes here): target_q_continue must be
@@ -138,7 +160,7 @@ END_TEST
  * carry, and q_continue_loss the BCE of q_continue against it. q' is recomputed here by an
  * evaluation step from a copy of the new carry. */
 START_TEST(q_continue_target) {
-    variant v = {0, TRM_POS_ROPE, TRM_LOSS_STABLEMAX, 16, 1};
+    variant v = {0, TRM_POS_ROPE, TRM_LOSS_STABLEMAX, 16, 1, 0, 0};
     trm_err e;
     trm_backend *be = trm_cpu_backend_create(-1, &e);
     trm_model_config c = tiny_config(&v);
@@ -173,8 +195,8 @@ START_TEST(q_continue_target) {
         }
         ck_assert_msg(fabs(loss - m.metrics[TRM_M_Q_CONTINUE_LOSS]) < 1e-5, "q_continue_loss %.9g vs %.9g", m.metrics[TRM_M_Q_CONTINUE_LOSS], loss);
         /* q' from the new carry, without disturbing it */
-        memcpy(zh, m.zH, zb);
-        memcpy(zl, m.zL, zb);
+        memcpy(zh, m.z[0], zb);
+        memcpy(zl, m.z[1], zb);
         memset(m.halted, 0, 3);
         trm_step_opts ev = {.training = 0, .want_grad = 0, .grad_scale = 1.0f / 3};
         double keep[TRM_NMETRICS];
@@ -188,8 +210,8 @@ START_TEST(q_continue_target) {
             last_seen |= last;
             mid_seen |= !last;
         }
-        memcpy(m.zH, zh, zb);
-        memcpy(m.zL, zl, zb);
+        memcpy(m.z[0], zh, zb);
+        memcpy(m.z[1], zl, zb);
         memcpy(m.steps, steps, sizeof steps);
         memcpy(m.halted, halted, 3);
     }
@@ -210,6 +232,14 @@ int main(void) {
     tcase_add_test(tc, grad_attention_none_softmax);
     tcase_add_test(tc, grad_mlp_t);
     tcase_add_test(tc, grad_mlp_t_learned_noemb);
+    tcase_add_test(tc, grad_attention_partial_heads);
+    tcase_add_test(tc, grad_hrm_rope);
+    tcase_add_test(tc, grad_hrm_mlp_t);
+    tcase_add_test(tc, grad_trm_singlez);
+    tcase_add_test(tc, grad_trm_singlez_mlp_t);
+    tcase_add_test(tc, grad_trm_hier6);
+    tcase_add_test(tc, grad_trm_hier6_mlp_t);
+    tcase_add_test(tc, grad_transformers_baseline);
     tcase_add_test(tc, q_continue_target);
     suite_add_tcase(s, tc);
     return trm_run_suite(s);

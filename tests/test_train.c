@@ -110,7 +110,8 @@ END_TEST
 
 START_TEST(bad_config_is_refused) {
     char *a = xasprintf("%s/run_bad", tmp_root());
-    ck_assert_int_eq(pretrain(a, "arch.num_heads=5", NULL), 1); /* 32 % 5 != 0 */
+    ck_assert_int_eq(pretrain(a, "arch.num_heads=33", NULL), 1); /* more heads than hidden_size 32 */
+    ck_assert_int_eq(pretrain(a, "arch.num_heads=5", "arch.hidden_size=35"), 1); /* rope: odd head_dim 35 // 5 */
     ck_assert_int_eq(pretrain(a, "epochs=3", NULL), 1);          /* not a multiple of eval_interval */
     ck_assert_int_eq(pretrain(a, "data_paths=[/nonexistent/x]", NULL), 1);
     ck_assert_int_eq(pretrain(a, "device=mps:99", NULL), 1); /* not compiled in, or no such device */

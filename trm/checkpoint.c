@@ -28,6 +28,16 @@ static void add_dev(saver *s, const char *name, st_dtype dt, int ndim, const int
     st_writer_add(&s->w, name, dt, ndim, shape, h);
 }
 
+/* Each carry state's reset vector under the reference's buffer name (inner.H_init, ...). */
+static void add_inits(saver *s, const trm_model *m) {
+    int64_t d1[1] = {m->D};
+    for (int k = 0; k < m->nstates; k++) {
+        char *nm = xasprintf("inner.%s", m->arch->init[k]);
+        add_dev(s, nm, ST_F32, 1, d1, m->init[k], m->D * sizeof(float));
+        free(nm);
+    }
+}
+
 static void add_params(saver *s, const trm_model *m, const char *prefix, const float *base) {
     for (int i = 0; i < m->nparams; i++) {
         const trm_param *p = &m->params[i];
@@ -45,9 +55,7 @@ int trm_checkpoint_save(const char *path, const trm_model *m, const char *config
     if (m->ema) add_params(&s, m, "raw.", m->w);
     add_params(&s, m, "optim.exp_avg.", m->m);
     add_params(&s, m, "optim.exp_avg_sq.", m->v);
-    int64_t d1[1] = {m->D};
-    add_dev(&s, "inner.H_init", ST_F32, 1, d1, m->H_init, m->D * sizeof(float));
-    add_dev(&s, "inner.L_init", ST_F32, 1, d1, m->L_init, m->D * sizeof(float));
+    add_inits(&s, m);
     if (m->cfg.puzzle_emb_ndim) {
         int64_t sh[2] = {m->cfg.num_puzzle_identifiers, m->cfg.puzzle_emb_ndim};
         add_dev(&s, "inner.puzzle_emb.weights", ST_F32, 2, sh, m->puz_w,
@@ -61,8 +69,11 @@ int trm_checkpoint_save(const char *path, const trm_model *m, const char *config
     }
     int64_t rows = c->rows;
     int64_t zs[3] = {rows, m->T, m->D}, bs[1] = {rows}, ds[2] = {rows, m->S};
-    st_writer_add(&s.w, "carry.z_H", ST_F32, 3, zs, c->zH);
-    st_writer_add(&s.w, "carry.z_L", ST_F32, 3, zs, c->zL);
+    char *znames[TRM_MAX_STATES] = {0};
+    for (int k = 0; k < m->nstates; k++) {
+        znames[k] = xasprintf("carry.%s", m->arch->state[k]);
+        st_writer_add(&s.w, znames[k], ST_F32, 3, zs, c->z[k]);
+    }
     st_writer_add(&s.w, "carry.steps", ST_I32, 1, bs, c->steps);
     st_writer_add(&s.w, "carry.halted", ST_BOOL, 1, bs, c->halted);
     st_writer_add(&s.w, "carry.inputs", ST_I32, 2, ds, c->inputs);
@@ -71,6 +82,7 @@ int trm_checkpoint_save(const char *path, const trm_model *m, const char *config
 
     char buf[64];
     st_writer_meta(&s.w, "format", CKPT_FORMAT);
+    st_writer_meta(&s.w, "arch", m->arch->name);
     st_writer_meta(&s.w, "trm_version", TRM_VERSION);
     st_writer_meta(&s.w, "config", config_yaml ? config_yaml : "");
     st_writer_meta(&s.w, "ema", m->ema ? "true" : "false");
@@ -95,6 +107,7 @@ int trm_checkpoint_save(const char *path, const trm_model *m, const char *config
     int rc = st_writer_save(&s.w, path, e);
     st_writer_free(&s.w);
     for (int i = 0; i < s.nbufs; i++) free(s.bufs[i]);
+    for (int k = 0; k < m->nstates; k++) free(znames[k]);
     trm_carry_host_free(&own);
     return rc;
 }
@@ -104,15 +117,14 @@ int trm_checkpoint_save_weights(const char *path, const trm_model *m, const char
     saver s = {.nbufs = 0, .be = m->be};
     st_writer_init(&s.w);
     add_params(&s, m, "", m->w);
-    int64_t d1[1] = {m->D};
-    add_dev(&s, "inner.H_init", ST_F32, 1, d1, m->H_init, m->D * sizeof(float));
-    add_dev(&s, "inner.L_init", ST_F32, 1, d1, m->L_init, m->D * sizeof(float));
+    add_inits(&s, m);
     if (m->cfg.puzzle_emb_ndim) {
         int64_t sh[2] = {m->cfg.num_puzzle_identifiers, m->cfg.puzzle_emb_ndim};
         add_dev(&s, "inner.puzzle_emb.weights", ST_F32, 2, sh, m->puz_w, (size_t)sh[0] * (size_t)sh[1] * sizeof(float));
     }
     char buf[64];
     st_writer_meta(&s.w, "format", WEIGHTS_FORMAT);
+    st_writer_meta(&s.w, "arch", m->arch->name);
     st_writer_meta(&s.w, "trm_version", TRM_VERSION);
     st_writer_meta(&s.w, "config", config_yaml ? config_yaml : "");
     st_writer_meta(&s.w, "ema", "false");
@@ -158,7 +170,9 @@ static const st_tensor *find_any(const st_file *f, const char *name) {
 }
 
 static int expected_weight(const trm_model *m, const char *name) {
-    if (trm_model_find_param(m, name) || !strcmp(name, "inner.H_init") || !strcmp(name, "inner.L_init")) return 1;
+    if (trm_model_find_param(m, name)) return 1;
+    for (int k = 0; k < m->nstates; k++)
+        if (!strncmp(name, "inner.", 6) && !strcmp(name + 6, m->arch->init[k])) return 1;
     return m->cfg.puzzle_emb_ndim && !strcmp(name, "inner.puzzle_emb.weights");
 }
 
@@ -272,14 +286,36 @@ static int load_puzzle(trm_model *m, const st_file *f, const char *path, int all
 
 static int load_inits(trm_model *m, const st_file *f, const char *path, trm_err *e) {
     int64_t d1[1] = {m->D};
-    if (load_f32(m->be, f, path, "inner.H_init", 1, d1, m->H_init, 1, e)) return -1;
-    return load_f32(m->be, f, path, "inner.L_init", 1, d1, m->L_init, 1, e);
+    for (int k = 0; k < m->nstates; k++) {
+        char *nm = xasprintf("inner.%s", m->arch->init[k]);
+        int rc = load_f32(m->be, f, path, nm, 1, d1, m->init[k], 1, e);
+        free(nm);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+/* A trm checkpoint names its architecture (those written before it could be another are TRM's);
+ * files from elsewhere carry no such name and are judged by their tensors. */
+static int check_arch(const trm_model *m, const st_file *f, const char *path, trm_err *e) {
+    const char *fmt = st_meta_get(f, "format"), *name = st_meta_get(f, "arch");
+    if (!name && !(fmt && !strncmp(fmt, "trm-", 4))) return 0;
+    const trm_arch *a = name ? trm_arch_find(name) : trm_arch_get(TRM_ARCH_TRM);
+    if (!a)
+        return trm_errf(e, "%s: a checkpoint of architecture '%s', which this trm does not know (it builds %s)", path,
+                        name, trm_arch_known_names());
+    if (a != m->arch)
+        return trm_errf(e, "%s is a checkpoint of %s (arch=%s); this run builds %s (arch=%s). Use the architecture it "
+                           "was trained with: drop the arch override, or arch=%s",
+                        path, a->name, a->preset, m->arch->name, m->arch->preset, a->preset);
+    return 0;
 }
 
 int trm_checkpoint_load_weights(trm_model *m, const char *path, int allow_puzzle_reset, trm_err *e) {
     st_file f;
     if (tensor_file_open(&f, path, e)) return -1;
-    int rc = check_weight_names(m, &f, path, e);
+    int rc = check_arch(m, &f, path, e);
+    if (!rc) rc = check_weight_names(m, &f, path, e);
     if (!rc) rc = load_params(m, &f, path, "", m->w, 1, e);
     if (!rc) rc = load_inits(m, &f, path, e);
     if (!rc) rc = load_puzzle(m, &f, path, allow_puzzle_reset, e);
@@ -323,6 +359,7 @@ int trm_checkpoint_resume(trm_model *m, const char *path, trm_ckpt_state *st, tr
                  path, fmt ? fmt : "none");
         goto out;
     }
+    if (check_arch(m, &f, path, e)) goto out;
     const char *ema = st_meta_get(&f, "ema");
     int has_raw = ema && !strcmp(ema, "true");
     if (load_params(m, &f, path, has_raw ? "raw." : "", m->w, 1, e)) goto out;
@@ -333,9 +370,13 @@ int trm_checkpoint_resume(trm_model *m, const char *path, trm_ckpt_state *st, tr
     if (load_params(m, &f, path, "optim.exp_avg_sq.", m->v, 1, e)) goto out;
     if (load_inits(m, &f, path, e) || load_puzzle(m, &f, path, 0, e)) goto out;
     size_t TD = (size_t)m->T * m->D, S = (size_t)m->S;
-    if (load_carry(m, &f, path, "carry.z_H", ST_F32, TD, m->zH, e) ||
-        load_carry(m, &f, path, "carry.z_L", ST_F32, TD, m->zL, e) ||
-        load_carry(m, &f, path, "carry.steps", ST_I32, 1, m->steps, e) ||
+    for (int k = 0; k < m->nstates; k++) {
+        char *nm = xasprintf("carry.%s", m->arch->state[k]);
+        int bad = load_carry(m, &f, path, nm, ST_F32, TD, m->z[k], e);
+        free(nm);
+        if (bad) goto out;
+    }
+    if (load_carry(m, &f, path, "carry.steps", ST_I32, 1, m->steps, e) ||
         load_carry(m, &f, path, "carry.halted", ST_BOOL, 1, m->halted, e) ||
         load_carry(m, &f, path, "carry.inputs", ST_I32, S, m->cur_inputs, e) ||
         load_carry(m, &f, path, "carry.labels", ST_I32, S, m->cur_labels, e) ||

@@ -17,17 +17,22 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Forward+backward FLOPs of one training step (GEMMs only): 2·rows·in·out per linear, ×3
- * for the final (saved) cycle, ×1 for the no-grad cycles; attention adds 4·B·H·T²·hd. */
+ * for the final (saved) cycle's Net calls, ×1 for the no-grad ones; attention adds
+ * 4·B·H·T²·hd. The Net calls per level come from the architecture. */
 static double step_flops(const trm_model *m) {
     double R = (double)m->B * m->T, D = m->D, per_layer;
     if (m->cfg.mlp_t)
         per_layer = 2.0 * m->B * D * m->T * 3.0 * m->It;
     else
-        per_layer = 2.0 * R * D * 4.0 * D + 4.0 * m->B * (double)m->H * m->T * (double)m->T * m->hd;
+        per_layer = 2.0 * R * D * 4.0 * m->A + 4.0 * m->B * (double)m->H * m->T * (double)m->T * m->hd;
     per_layer += 2.0 * R * D * 3.0 * m->I;
-    double net = per_layer * m->cfg.L_layers;
-    double calls = (double)(m->cfg.L_cycles + 1);
-    return net * calls * (m->cfg.H_cycles - 1) + 3.0 * net * calls + 3.0 * 2.0 * R * D * m->V;
+    double total = 3.0 * 2.0 * R * D * m->V;
+    for (int lv = 0; lv < TRM_NLEVELS; lv++) {
+        int nograd, grad;
+        trm_model_net_calls(&m->cfg, lv, &nograd, &grad);
+        total += per_layer * m->level_layers[lv] * (nograd + 3.0 * grad);
+    }
+    return total;
 }
 
 int cmd_bench(int argc, char **argv, const trm_globals *g) {

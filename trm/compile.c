@@ -33,14 +33,14 @@ static trm_plan_slot *find_slot(trm_plan *p, const trm_step_opts *o) {
     for (int i = 0; i < TRM_PLAN_SLOTS; i++) {
         trm_plan_slot *s = &p->slot[i];
         if (s->used && s->training == o->training && s->want_grad == grad && s->weights == w &&
-            s->carry == p->m->zH && s->grad_scale == o->grad_scale && s->seed == o->seed)
+            s->carry == p->m->z[0] && s->grad_scale == o->grad_scale && s->seed == o->seed)
             return s;
     }
     for (int i = 0; i < TRM_PLAN_SLOTS; i++) {
         trm_plan_slot *s = &p->slot[i];
         if (s->used) continue;
         *s = (trm_plan_slot){.used = 1, .training = o->training, .want_grad = grad, .weights = w,
-                             .carry = p->m->zH, .grad_scale = o->grad_scale, .seed = o->seed};
+                             .carry = p->m->z[0], .grad_scale = o->grad_scale, .seed = o->seed};
         return s;
     }
     return NULL; /* more kinds of step than slots: run the rest eagerly */

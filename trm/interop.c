@@ -130,6 +130,13 @@ int trm_weights_dims(const st_file *f, const char *path, const trm_model_config 
 
 /* ---- export ------------------------------------------------------------------------------ */
 
+/* A carry state's reset vector (inner.H_init, inner.L_init, inner.L3_init, ...): a buffer the
+ * reference holds in forward_dtype. */
+static int is_init_buffer(const char *n) {
+    size_t len = strlen(n);
+    return !strncmp(n, "inner.", 6) && !strchr(n + 6, '.') && len > 11 && !strcmp(n + len - 5, "_init");
+}
+
 /* Position in the reference's state_dict: TinyRecursiveReasoningModel_ACTV1_Inner's own
  * buffers first, then its modules in registration order, layers in order. */
 static long ref_rank(const char *n) {
@@ -206,7 +213,7 @@ int trm_export_reference(const char *in, const char *out, const char *prefix, tr
             trm_err_prefix(e, "%s", in);
             goto out;
         }
-        int init = !strcmp(t->name, "inner.H_init") || !strcmp(t->name, "inner.L_init");
+        int init = is_init_buffer(t->name);
         const void *data = x;
         st_dtype dt = ST_F32;
         if (init && bf16) { /* nn.Buffer(..., dtype=forward_dtype) in the reference */

@@ -1,7 +1,8 @@
-/* model.c — TRM forward and backward through the backend table: parameters (one flat
- * buffer with the reference's state-dict names), the H/L recursion (no-grad cycles on the
- * carry, the final cycle's activations saved), lm/q heads, ACT halting, loss and backward.
- * Each block's forward and backward sit next to each other. */
+/* model.c — the parts every architecture shares, through the backend table: parameters (one
+ * flat buffer with the reference's state-dict names), the blocks and the Net of a level, the
+ * lm/q heads, the ACT step (reset, the architecture's recursion, halting, the bootstrapped q
+ * target, loss, backward) and the optimisers. Each block's forward and backward sit next to
+ * each other; the recursions are in model_trm.c and model_hrm.c. */
 #include "model.h"
 
 #include <stdio.h>
@@ -9,22 +10,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model_internal.h"
 #include "rng.h"
 
 #define MAX_LAYERS TRM_MAX_LAYERS
 
-struct trm_block_acts {
-    float *in;                  /* borrowed: the block's input (B,T,D) */
-    float *qkv, *att, *lse;     /* attention */
-    float *inT, *gut, *actt, *y1T; /* mlp_t (transposed layout, norm over T) */
-    float *rstd1, *y1;
-    float *gu, *act, *y2, *rstd2;
+static const trm_arch_ops *const arch_ops[TRM_NARCH] = {
+    [TRM_ARCH_TRM] = &trm_ops_trm,
+    [TRM_ARCH_HRM] = &trm_ops_hrm,
+    [TRM_ARCH_TRM_SINGLEZ] = &trm_ops_trm_singlez,
+    [TRM_ARCH_TRM_HIER6] = &trm_ops_trm_hier6,
+    [TRM_ARCH_TRANSFORMERS_BASELINE] = &trm_ops_transformers_baseline,
 };
 
-struct trm_net_acts {
-    float *x0;
-    trm_block_acts blk[MAX_LAYERS];
-};
+static const trm_arch_ops *ops_of(const trm_model *m) { return arch_ops[m->cfg.arch]; }
 
 /* ---------------------------------------------------------------------------------------
  * sizes, parameters, initialisation
@@ -42,23 +41,25 @@ static int swiglu_inter(double expansion, int width) {
     return ceil256(py_round(expansion * width * 2.0 / 3.0));
 }
 
+int trm_model_puzzle_len(const trm_model_config *c) {
+    const trm_arch *a = trm_arch_get((trm_arch_id)c->arch);
+    if (a && a->cfg_puzzle_emb_len && c->puzzle_emb_len) return c->puzzle_emb_len;
+    return c->hidden_size > 0 ? (c->puzzle_emb_ndim + c->hidden_size - 1) / c->hidden_size : 0;
+}
+
 int trm_model_config_check(const trm_model_config *c, trm_err *e) {
-    if (c->hidden_size <= 0 || c->num_heads <= 0 || c->hidden_size % c->num_heads)
-        return trm_errf(e, "arch.hidden_size (%d) must be a positive multiple of arch.num_heads (%d)",
-                        c->hidden_size, c->num_heads);
+    /* as the reference's Attention: head_dim = hidden_size // num_heads, and the heads span
+     * num_heads·head_dim ≤ hidden_size (the transformer baseline's 512 and 12 heads: 504) */
+    if (c->hidden_size <= 0 || c->num_heads <= 0 || c->num_heads > c->hidden_size)
+        return trm_errf(e, "arch.num_heads (%d) must be in 1..arch.hidden_size (%d)", c->num_heads, c->hidden_size);
     if ((c->hidden_size / c->num_heads) % 2 && c->pos_encodings == TRM_POS_ROPE)
         return trm_errf(e, "rope needs an even head dimension (hidden_size/num_heads = %d)",
                         c->hidden_size / c->num_heads);
-    if (c->L_layers < 1 || c->L_layers > MAX_LAYERS)
-        return trm_errf(e, "arch.L_layers must be in 1..%d (got %d)", MAX_LAYERS, c->L_layers);
-    if (c->H_cycles < 1 || c->L_cycles < 1)
-        return trm_errf(e, "arch.H_cycles and arch.L_cycles must be >= 1 (got %d, %d)", c->H_cycles,
-                        c->L_cycles);
+    if (trm_arch_check(c, e)) return -1;
     if (c->halt_max_steps < 1) return trm_errf(e, "arch.halt_max_steps must be >= 1");
     if (c->puzzle_emb_ndim < 0 || c->puzzle_emb_len < 0)
         return trm_errf(e, "arch.puzzle_emb_ndim and arch.puzzle_emb_len must be >= 0");
-    int P = c->puzzle_emb_len ? c->puzzle_emb_len
-                              : (c->puzzle_emb_ndim + c->hidden_size - 1) / c->hidden_size;
+    int P = trm_model_puzzle_len(c);
     if (c->puzzle_emb_ndim > P * c->hidden_size)
         return trm_errf(e, "arch.puzzle_emb_ndim (%d) exceeds puzzle_emb_len*hidden_size (%d)",
                         c->puzzle_emb_ndim, P * c->hidden_size);
@@ -81,30 +82,40 @@ static int add_param(trm_model *m, const char *name, int64_t rows, int64_t cols)
     return m->nparams++;
 }
 
-static void layout_params(trm_model *m) {
+/* The four weights of layer `j` of a level, whose global index is `l`. */
+static void layout_layer(trm_model *m, const char *level, int j, int l) {
     char nm[96];
+    if (m->cfg.mlp_t) {
+        snprintf(nm, sizeof nm, "inner.%s.layers.%d.mlp_t.gate_up_proj.weight", level, j);
+        m->p_layer[l][0] = add_param(m, nm, 2 * m->It, m->T);
+        snprintf(nm, sizeof nm, "inner.%s.layers.%d.mlp_t.down_proj.weight", level, j);
+        m->p_layer[l][1] = add_param(m, nm, m->T, m->It);
+    } else {
+        snprintf(nm, sizeof nm, "inner.%s.layers.%d.self_attn.qkv_proj.weight", level, j);
+        m->p_layer[l][0] = add_param(m, nm, 3 * m->A, m->D);
+        snprintf(nm, sizeof nm, "inner.%s.layers.%d.self_attn.o_proj.weight", level, j);
+        m->p_layer[l][1] = add_param(m, nm, m->D, m->A);
+    }
+    snprintf(nm, sizeof nm, "inner.%s.layers.%d.mlp.gate_up_proj.weight", level, j);
+    m->p_layer[l][2] = add_param(m, nm, 2 * m->I, m->D);
+    snprintf(nm, sizeof nm, "inner.%s.layers.%d.mlp.down_proj.weight", level, j);
+    m->p_layer[l][3] = add_param(m, nm, m->D, m->I);
+}
+
+/* L_level before H_level, so that TRM's parameters (and their initialisation streams) are
+ * the same as before there were two levels. */
+static void layout_params(trm_model *m) {
+    static const char *const level_name[TRM_NLEVELS] = {"L_level", "H_level"};
     m->nparams = 0;
     m->n_flat = 0;
     m->p_tok = add_param(m, "inner.embed_tokens.embedding_weight", m->V, m->D);
     m->p_pos = m->cfg.pos_encodings == TRM_POS_LEARNED
                    ? add_param(m, "inner.embed_pos.embedding_weight", m->T, m->D)
                    : -1;
-    for (int l = 0; l < m->cfg.L_layers; l++) {
-        if (m->cfg.mlp_t) {
-            snprintf(nm, sizeof nm, "inner.L_level.layers.%d.mlp_t.gate_up_proj.weight", l);
-            m->p_layer[l][0] = add_param(m, nm, 2 * m->It, m->T);
-            snprintf(nm, sizeof nm, "inner.L_level.layers.%d.mlp_t.down_proj.weight", l);
-            m->p_layer[l][1] = add_param(m, nm, m->T, m->It);
-        } else {
-            snprintf(nm, sizeof nm, "inner.L_level.layers.%d.self_attn.qkv_proj.weight", l);
-            m->p_layer[l][0] = add_param(m, nm, 3 * m->D, m->D);
-            snprintf(nm, sizeof nm, "inner.L_level.layers.%d.self_attn.o_proj.weight", l);
-            m->p_layer[l][1] = add_param(m, nm, m->D, m->D);
-        }
-        snprintf(nm, sizeof nm, "inner.L_level.layers.%d.mlp.gate_up_proj.weight", l);
-        m->p_layer[l][2] = add_param(m, nm, 2 * m->I, m->D);
-        snprintf(nm, sizeof nm, "inner.L_level.layers.%d.mlp.down_proj.weight", l);
-        m->p_layer[l][3] = add_param(m, nm, m->D, m->I);
+    int l = 0;
+    for (int lv = 0; lv < TRM_NLEVELS; lv++) {
+        m->level_first[lv] = l;
+        for (int j = 0; j < m->level_layers[lv]; j++, l++) layout_layer(m, level_name[lv], j, l);
     }
     m->p_lm = add_param(m, "inner.lm_head.weight", m->V, m->D);
     m->p_qw = add_param(m, "inner.q_head.weight", 2, m->D);
@@ -233,8 +244,8 @@ static void carve_block(trm_model *m, arena *a, trm_block_acts *k, float *act, f
         k->y1T = arena_take(a, RT * m->T);
         k->rstd1 = arena_take(a, RT);
     } else {
-        k->qkv = arena_take(a, R * 3 * m->D);
-        k->att = arena_take(a, R * m->D);
+        k->qkv = arena_take(a, R * 3 * m->A);
+        k->att = arena_take(a, R * m->A);
         k->lse = arena_take(a, (size_t)m->B * m->H * m->T);
         k->rstd1 = arena_take(a, R);
     }
@@ -249,9 +260,10 @@ static void carve_acts(trm_model *m, arena *a) {
     size_t R = (size_t)m->B * m->T;
     float *act = arena_take(a, R * m->I);
     float *actt = m->cfg.mlp_t ? arena_take(a, (size_t)m->B * m->D * m->It) : NULL;
+    int layers = m->level_layers[0] > m->level_layers[1] ? m->level_layers[0] : m->level_layers[1];
     for (int c = 0; c < m->saved_count; c++) {
         m->saved[c].x0 = arena_take(a, R * m->D);
-        for (int l = 0; l < m->cfg.L_layers; l++) carve_block(m, a, &m->saved[c].blk[l], act, actt);
+        for (int l = 0; l < layers; l++) carve_block(m, a, &m->saved[c].blk[l], act, actt);
     }
     m->scratch->x0 = arena_take(a, R * m->D);
     for (int l = 0; l < 2; l++) carve_block(m, a, &m->scratch->blk[l], act, actt);
@@ -280,17 +292,26 @@ int trm_model_create(trm_model *m, const trm_model_config *c, trm_backend *be, u
     memset(m, 0, sizeof *m);
     if (trm_model_config_check(c, e)) return -1;
     m->cfg = *c;
+    m->arch = trm_arch_get((trm_arch_id)c->arch);
     m->be = be;
     m->D = c->hidden_size;
     m->H = c->num_heads;
     m->hd = m->D / m->H;
-    m->P = c->puzzle_emb_len ? c->puzzle_emb_len : (c->puzzle_emb_ndim + m->D - 1) / m->D;
+    m->A = m->H * m->hd;
+    m->P = trm_model_puzzle_len(c);
     m->S = c->seq_len;
     m->T = m->P + m->S;
     m->V = c->vocab_size;
     m->B = c->batch_size;
     m->I = swiglu_inter(c->expansion, m->D);
     m->It = swiglu_inter(c->expansion, m->T);
+    m->level_layers[TRM_LEVEL_L] = m->arch->has_level[TRM_LEVEL_L] ? c->L_layers : 0;
+    m->level_layers[TRM_LEVEL_H] = m->arch->has_level[TRM_LEVEL_H] ? c->H_layers : 0;
+    m->nstates = m->arch->nstates;
+    /* halting on q_halt alone, without a target for q_continue, only where the architecture
+     * reads no_ACT_continue; the others learn q_continue unless they never use it */
+    if (!m->arch->cfg_no_act_continue) m->cfg.no_ACT_continue = 0;
+    m->q_target_on = m->arch->bootstraps_q && !m->cfg.no_ACT_continue && !c->inference_only;
     layout_params(m);
 
     size_t R = (size_t)m->B * m->T, fb = sizeof(float);
@@ -314,20 +335,14 @@ int trm_model_create(trm_model *m, const trm_model_config *c, trm_backend *be, u
         {(void **)&m->q_target, m->B * fb, "q"},
         {(void **)&m->dz, R * m->D * fb, "gradients"},
         {(void **)&m->dz2, R * m->D * fb, "gradients"},
-        {(void **)&m->H_init, m->D * fb, "H_init"},
-        {(void **)&m->L_init, m->D * fb, "L_init"},
         {(void **)&m->puz_w, rows_pid * (size_t)(ndim ? ndim : 1) * fb, "puzzle embeddings"},
         {(void **)&m->rope_cos, (size_t)m->T * m->hd * fb, "rope"},
         {(void **)&m->rope_sin, (size_t)m->T * m->hd * fb, "rope"},
-        {(void **)&m->zH, R * m->D * fb, "carry"},
-        {(void **)&m->zL, R * m->D * fb, "carry"},
         {(void **)&m->steps, m->B * sizeof(int32_t), "carry"},
         {(void **)&m->halted, (size_t)m->B, "carry"},
         {(void **)&m->cur_inputs, (size_t)m->B * m->S * sizeof(int32_t), "carry"},
         {(void **)&m->cur_labels, (size_t)m->B * m->S * sizeof(int32_t), "carry"},
         {(void **)&m->cur_pid, m->B * sizeof(int32_t), "carry"},
-        {(void **)&m->zH2, R * m->D * fb, "carry"},
-        {(void **)&m->zL2, R * m->D * fb, "carry"},
         {(void **)&m->steps2, m->B * sizeof(int32_t), "carry"},
         {(void **)&m->halted2, (size_t)m->B, "carry"},
         {(void **)&m->cur_inputs2, (size_t)m->B * m->S * sizeof(int32_t), "carry"},
@@ -347,12 +362,23 @@ int trm_model_create(trm_model *m, const trm_model_config *c, trm_backend *be, u
     };
     for (size_t i = train ? 0 : 7; i < sizeof bufs / sizeof bufs[0]; i++)
         if (alloc_or_fail(be, bufs[i].p, bufs[i].bytes, bufs[i].what, e)) return -1;
+    for (int k = 0; k < m->nstates; k++)
+        if (alloc_or_fail(be, (void **)&m->init[k], m->D * fb, m->arch->init[k], e) ||
+            alloc_or_fail(be, (void **)&m->z[k], R * m->D * fb, "carry", e) ||
+            alloc_or_fail(be, (void **)&m->z2[k], R * m->D * fb, "carry", e))
+            return -1;
     size_t RT = (size_t)m->B * m->D;
     size_t big = max3(R * 2 * m->I, RT * 2 * m->It, R * 3 * m->D) +
                  max3(R * m->I, RT * m->It, R * m->D) + 2 * R * m->D;
-    if (train && alloc_or_fail(be, (void **)&m->tmp_big, big * fb, "backward work", e)) return -1;
+    /* the bootstrapped q's inner step runs on copies of the new carry, kept in the backward's
+     * work area (free until the backward) */
+    size_t copies = m->q_target_on ? (size_t)m->nstates * R * m->D : 0;
+    if (train && alloc_or_fail(be, (void **)&m->tmp_big, (big > copies ? big : copies) * fb, "backward work", e))
+        return -1;
+    if (train && ops_of(m)->needs_dacc && alloc_or_fail(be, (void **)&m->dacc, R * m->D * fb, "gradients", e))
+        return -1;
 
-    m->saved_count = train ? c->L_cycles + 1 : 0;
+    m->saved_count = train ? ops_of(m)->saved_calls(c) : 0;
     m->saved = xcalloc((size_t)m->saved_count, sizeof *m->saved);
     m->scratch = xcalloc(1, sizeof *m->scratch);
     arena a = {.m = m, .limit = be->max_alloc, .dry = 1};
@@ -371,17 +397,12 @@ int trm_model_create(trm_model *m, const trm_model_config *c, trm_backend *be, u
     be->to_device(be, m->w, hw, nw);
     if (m->ema) be->to_device(be, m->ema, hw, nw);
     free(hw);
-    float init[2][4096];
-    float *hinit = m->D <= 4096 ? init[0] : xmalloc(m->D * fb);
-    float *linit = m->D <= 4096 ? init[1] : xmalloc(m->D * fb);
-    trm_trunc_normal(hinit, (size_t)m->D, 1.0, seed, 1);
-    trm_trunc_normal(linit, (size_t)m->D, 1.0, seed, 2);
-    be->to_device(be, m->H_init, hinit, m->D * fb);
-    be->to_device(be, m->L_init, linit, m->D * fb);
-    if (m->D > 4096) {
-        free(hinit);
-        free(linit);
+    float *init = xmalloc(m->D * fb);
+    for (int k = 0; k < m->nstates; k++) {
+        trm_trunc_normal(init, (size_t)m->D, 1.0, seed, 1 + (uint64_t)k);
+        be->to_device(be, m->init[k], init, m->D * fb);
     }
+    free(init);
     /* rope tables: angle(t, j) = t * theta^(-2(j mod hd/2)/hd), computed in float32 as torch */
     float *cs = xmalloc((size_t)m->T * m->hd * fb), *sn = xmalloc((size_t)m->T * m->hd * fb);
     for (int t = 0; t < m->T; t++)
@@ -404,15 +425,20 @@ int trm_model_create(trm_model *m, const trm_model_config *c, trm_backend *be, u
 void trm_model_destroy(trm_model *m) {
     if (!m->be) return;
     trm_backend *be = m->be;
-    void *ptrs[] = {m->w, m->g, m->m, m->v, m->ema, m->H_init, m->L_init, m->puz_w, m->rope_cos,
-                    m->rope_sin, m->zH, m->zL, m->steps, m->halted, m->cur_inputs, m->cur_labels,
+    void *ptrs[] = {m->w, m->g, m->m, m->v, m->ema, m->puz_w, m->rope_cos,
+                    m->rope_sin, m->steps, m->halted, m->cur_inputs, m->cur_labels,
                     m->cur_pid, m->in_inputs, m->in_labels, m->in_pid, m->x_emb, m->dx_emb,
                     m->d_puz_rows, m->logits, m->dlogits, m->q, m->dq, m->q_next, m->q_target,
-                    m->preds, m->metrics, m->rng_step, m->dz, m->dz2, m->tmp_rows, m->tmp_big,
-                    m->zH2, m->zL2, m->steps2, m->halted2, m->cur_inputs2, m->cur_labels2, m->cur_pid2,
+                    m->preds, m->metrics, m->rng_step, m->dz, m->dz2, m->dacc, m->tmp_rows, m->tmp_big,
+                    m->steps2, m->halted2, m->cur_inputs2, m->cur_labels2, m->cur_pid2,
                     m->all_pid, m->all_preds, m->all_puz_rows, m->all_q, m->gather_stage};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
         if (ptrs[i]) be->free(be, ptrs[i]);
+    for (int k = 0; k < TRM_MAX_STATES; k++) {
+        void *st[3] = {m->init[k], m->z[k], m->z2[k]};
+        for (int i = 0; i < 3; i++)
+            if (st[i]) be->free(be, st[i]);
+    }
     for (int i = 0; i < m->act_chunks; i++)
         if (m->act_arena[i]) be->free(be, m->act_arena[i]);
     free(m->saved);
@@ -481,8 +507,10 @@ void trm_model_carry_to_host(const trm_model *m, trm_carry_host *c) {
 #define GATHER(field, dev, elem_bytes)                                                          \
     c->field = root ? xmalloc(B * W * (elem_bytes)) : NULL;                                     \
     gather_rows(m, dev, B * (elem_bytes), c->field);
-    GATHER(zH, m->zH, TD * sizeof(float))
-    GATHER(zL, m->zL, TD * sizeof(float))
+    c->nstates = m->nstates;
+    for (int k = 0; k < m->nstates; k++) {
+        GATHER(z[k], m->z[k], TD * sizeof(float))
+    }
     GATHER(steps, m->steps, sizeof(int32_t))
     GATHER(halted, m->halted, 1)
     GATHER(inputs, m->cur_inputs, S * sizeof(int32_t))
@@ -492,8 +520,7 @@ void trm_model_carry_to_host(const trm_model *m, trm_carry_host *c) {
 }
 
 void trm_carry_host_free(trm_carry_host *c) {
-    free(c->zH);
-    free(c->zL);
+    for (int k = 0; k < TRM_MAX_STATES; k++) free(c->z[k]);
     free(c->steps);
     free(c->halted);
     free(c->inputs);
@@ -518,8 +545,7 @@ void trm_model_set_batch(trm_model *m, const int32_t *inputs, const int32_t *lab
     } while (0)
 
 void trm_model_swap_carry(trm_model *m) {
-    SWAP(m->zH, m->zH2);
-    SWAP(m->zL, m->zL2);
+    for (int k = 0; k < m->nstates; k++) SWAP(m->z[k], m->z2[k]);
     SWAP(m->steps, m->steps2);
     SWAP(m->halted, m->halted2);
     SWAP(m->cur_inputs, m->cur_inputs2);
@@ -561,12 +587,12 @@ static void linear_bwd(trm_backend *be, float *dx, float *dW, const float *dy, c
 
 static void mixer_attn_fwd(trm_model *m, const float *w, int l, trm_block_acts *k) {
     trm_backend *be = m->be;
-    int R = m->B * m->T, D = m->D;
-    linear_fwd(be, k->qkv, k->in, P_(m, w, m->p_layer[l][0]), R, D, 3 * D);
+    int R = m->B * m->T, D = m->D, A = m->A;
+    linear_fwd(be, k->qkv, k->in, P_(m, w, m->p_layer[l][0]), R, D, 3 * A);
     if (m->cfg.pos_encodings == TRM_POS_ROPE)
         be->rope_fwd(be, k->qkv, m->rope_cos, m->rope_sin, m->B, m->T, m->H, m->hd);
     be->attention_fwd(be, k->att, k->lse, k->qkv, m->B, m->T, m->H, m->hd);
-    linear_fwd(be, m->tmp_rows, k->att, P_(m, w, m->p_layer[l][1]), R, D, D);
+    linear_fwd(be, m->tmp_rows, k->att, P_(m, w, m->p_layer[l][1]), R, A, D);
     be->rmsnorm_fwd(be, k->y1, k->rstd1, k->in, m->tmp_rows, R, D, (float)m->cfg.rms_norm_eps);
 }
 
@@ -577,12 +603,12 @@ static void mixer_attn_bwd(trm_model *m, int l, trm_block_acts *k, const float *
     int R = m->B * m->T, D = m->D;
     const float *w = m->w;
     be->rmsnorm_bwd(be, w1, dy1, k->y1, k->rstd1, R, D); /* w1 = dx1 */
-    linear_bwd(be, big2, G_(m, m->p_layer[l][1]), w1, k->att, P_(m, w, m->p_layer[l][1]), R, D, D, 0);
+    linear_bwd(be, big2, G_(m, m->p_layer[l][1]), w1, k->att, P_(m, w, m->p_layer[l][1]), R, m->A, D, 0);
     be->attention_bwd(be, big1, big2, k->qkv, k->att, k->lse, m->B, m->T, m->H, m->hd);
     if (m->cfg.pos_encodings == TRM_POS_ROPE)
         be->rope_bwd(be, big1, m->rope_cos, m->rope_sin, m->B, m->T, m->H, m->hd);
     be->copy(be, d_in, w1, (size_t)R * D * sizeof(float));
-    linear_bwd(be, d_in, G_(m, m->p_layer[l][0]), big1, k->in, P_(m, w, m->p_layer[l][0]), R, D, 3 * D, 1);
+    linear_bwd(be, d_in, G_(m, m->p_layer[l][0]), big1, k->in, P_(m, w, m->p_layer[l][0]), R, D, 3 * m->A, 1);
 }
 
 static void mixer_mlpt_fwd(trm_model *m, const float *w, int l, trm_block_acts *k) {
@@ -651,25 +677,61 @@ static void block_bwd(trm_model *m, int l, trm_block_acts *k, float *d) {
  * Net = blocks applied to (h + inj); the recursion; heads
  * ------------------------------------------------------------------------------------- */
 
-/* Runs Net(h, inj). With `save`, activations go to `save` (kept for backward); otherwise the
- * ping-pong scratch is used. Returns the pointer to the output (B,T,D). */
-static float *net_fwd(trm_model *m, const float *w, const float *h, const float *inj,
-                      trm_net_acts *save) {
+const float *trm_net_fwd(trm_model *m, const float *w, int level, const float *const *parts, int nparts,
+                         const float *inj, trm_net_acts *save) {
+    trm_backend *be = m->be;
     trm_net_acts *a = save ? save : m->scratch;
     size_t n = (size_t)m->B * m->T * m->D;
-    m->be->add(m->be, a->x0, h, inj, n);
+    const float *second = nparts > 1 ? parts[1] : inj;
+    if (second)
+        be->add(be, a->x0, parts[0], second, n);
+    else
+        be->copy(be, a->x0, parts[0], n * sizeof(float));
+    for (int i = 2; i < nparts; i++) be->axpy(be, a->x0, parts[i], 1.0f, n);
+    if (inj && nparts > 1) be->axpy(be, a->x0, inj, 1.0f, n);
     float *cur = a->x0;
-    for (int l = 0; l < m->cfg.L_layers; l++) {
-        trm_block_acts *k = save ? &a->blk[l] : &a->blk[l % 2];
+    for (int j = 0; j < m->level_layers[level]; j++) {
+        trm_block_acts *k = save ? &a->blk[j] : &a->blk[j % 2];
         k->in = cur;
-        block_fwd(m, w, l, k);
+        block_fwd(m, w, m->level_first[level] + j, k);
         cur = k->y2;
     }
     return cur;
 }
 
-static void net_bwd(trm_model *m, trm_net_acts *a, float *d) {
-    for (int l = m->cfg.L_layers - 1; l >= 0; l--) block_bwd(m, l, &a->blk[l], d);
+void trm_net_bwd(trm_model *m, int level, trm_net_acts *a, float *d) {
+    for (int j = m->level_layers[level] - 1; j >= 0; j--) block_bwd(m, m->level_first[level] + j, &a->blk[j], d);
+}
+
+void trm_state_add(trm_model *m, float *y, const float *a, const float *b) {
+    m->be->add(m->be, y, a, b, (size_t)m->B * m->T * m->D);
+}
+
+void trm_state_acc(trm_model *m, float *y, const float *x) {
+    m->be->axpy(m->be, y, x, 1.0f, (size_t)m->B * m->T * m->D);
+}
+
+void trm_state_copy(trm_model *m, float *y, const float *x) {
+    m->be->copy(m->be, y, x, (size_t)m->B * m->T * m->D * sizeof(float));
+}
+
+void trm_state_set(trm_model *m, float *const *z, const float **cur, int k, const float *out, int saved) {
+    if (saved) {
+        cur[k] = out;
+        return;
+    }
+    trm_state_copy(m, z[k], out);
+    cur[k] = z[k];
+}
+
+void trm_state_flush(trm_model *m, float *const *z, const float **cur) {
+    for (int k = 0; k < m->nstates; k++)
+        if (cur[k] != z[k]) trm_state_copy(m, z[k], cur[k]);
+}
+
+void trm_model_net_calls(const trm_model_config *c, int level, int *nograd, int *grad) {
+    *nograd = *grad = 0;
+    if (c->arch >= 0 && c->arch < TRM_NARCH) arch_ops[c->arch]->net_calls(c, level, nograd, grad);
 }
 
 static void heads_fwd(trm_model *m, const float *w, const float *zH, float *logits, float *q) {
@@ -704,17 +766,6 @@ static trm_embed_args embed_args(const trm_model *m, const float *w) {
     return a;
 }
 
-/* The no-grad H_cycles−1 cycles, in place on the carry. */
-static void cycles_nograd(trm_model *m, const float *w, float *hx, int ncycles) {
-    trm_backend *be = m->be;
-    size_t n = (size_t)m->B * m->T * m->D, bytes = n * sizeof(float);
-    for (int h = 0; h < ncycles; h++) {
-        be->add(be, hx, m->zH, m->x_emb, n);
-        for (int l = 0; l < m->cfg.L_cycles; l++) be->copy(be, m->zL, net_fwd(m, w, m->zL, hx, NULL), bytes);
-        be->copy(be, m->zH, net_fwd(m, w, m->zH, m->zL, NULL), bytes);
-    }
-}
-
 void trm_model_step_inputs(trm_model *m, const trm_step_opts *o) {
     m->be->to_device(m->be, m->rng_step, &o->rng_step, sizeof(uint64_t));
 }
@@ -724,52 +775,51 @@ void trm_model_act_step(trm_model *m, const trm_step_opts *o) {
     trm_model_step_body(m, o);
 }
 
+/* Where halted: every carry state from its reset vector, steps 0, the row's data from the
+ * batch. act_reset resets two states at a time; after the first call the rows are done, and
+ * the later calls repeat only the (idempotent) step reset. */
+static void reset_halted(trm_model *m) {
+    trm_backend *be = m->be;
+    for (int k = 0; k < m->nstates; k += 2) {
+        int first = k == 0, pair = k + 1 < m->nstates;
+        be->act_reset(be, m->B, m->T, m->D, first ? m->S : 0, m->halted, m->z[k], pair ? m->z[k + 1] : NULL,
+                      m->init[k], pair ? m->init[k + 1] : NULL, m->steps, first ? m->cur_inputs : NULL,
+                      first ? m->cur_labels : NULL, first ? m->cur_pid : NULL, first ? m->in_inputs : NULL,
+                      first ? m->in_labels : NULL, first ? m->in_pid : NULL);
+    }
+}
+
+/* target_q_continue: one more no-grad inner step on the new carry, which must be left
+ * untouched, so it runs on copies (in the backward's work area, free until then). */
+static const float *bootstrap_q(trm_model *m, const float *w) {
+    size_t n = (size_t)m->B * m->T * m->D;
+    float *copy[TRM_MAX_STATES];
+    for (int k = 0; k < m->nstates; k++) {
+        copy[k] = m->tmp_big + (size_t)k * n;
+        trm_state_copy(m, copy[k], m->z[k]);
+    }
+    ops_of(m)->forward(m, w, copy, 0);
+    heads_fwd(m, w, copy[0], NULL, m->q_next);
+    m->be->q_target(m->be, m->B, m->q_target, m->q_next, m->steps, m->cfg.halt_max_steps);
+    return m->q_target;
+}
+
 void trm_model_step_body(trm_model *m, const trm_step_opts *o) {
     trm_backend *be = m->be;
     const float *w = o->weights ? o->weights : m->w;
-    size_t n = (size_t)m->B * m->T * m->D, bytes = n * sizeof(float);
     int grad = o->want_grad && !m->cfg.inference_only;
 
-    be->act_reset(be, m->B, m->T, m->D, m->S, m->halted, m->zH, m->zL, m->H_init, m->L_init,
-                  m->steps, m->cur_inputs, m->cur_labels, m->cur_pid, m->in_inputs, m->in_labels,
-                  m->in_pid);
+    reset_halted(m);
     trm_embed_args ea = embed_args(m, w);
     be->embed_fwd(be, m->x_emb, &ea);
-
-    float *hx = m->dx_emb; /* reused as the zH + x buffer until the backward needs it */
-    cycles_nograd(m, w, hx, m->cfg.H_cycles - 1);
-    /* the final cycle, saving activations when a gradient is wanted */
-    be->add(be, hx, m->zH, m->x_emb, n);
-    const float *zl = m->zL;
-    for (int l = 0; l < m->cfg.L_cycles; l++) zl = net_fwd(m, w, zl, hx, grad ? &m->saved[l] : NULL);
-    if (!grad) be->copy(be, m->zL, zl, bytes), zl = m->zL;
-    const float *zh = net_fwd(m, w, m->zH, zl, grad ? &m->saved[m->cfg.L_cycles] : NULL);
-    if (grad) be->copy(be, m->zL, zl, bytes);
-    be->copy(be, m->zH, zh, bytes);
-
-    heads_fwd(m, w, m->zH, m->logits, m->q);
-    be->act_update(be, m->B, m->steps, m->halted, m->q, m->cfg.halt_max_steps, o->training,
+    ops_of(m)->forward(m, w, m->z, grad);
+    heads_fwd(m, w, m->z[0], m->logits, m->q);
+    /* halt_fixed (the baseline without ACT) halts as evaluation does: at halt_max_steps */
+    be->act_update(be, m->B, m->steps, m->halted, m->q, m->cfg.halt_max_steps, o->training && !m->cfg.halt_fixed,
                    m->cfg.no_ACT_continue, (float)m->cfg.halt_exploration_prob, o->seed,
                    (uint64_t)m->rank * (uint64_t)m->B, m->rng_step);
-
     const float *q_target = NULL;
-    if (o->training && m->cfg.halt_max_steps > 1 && !m->cfg.no_ACT_continue && !m->cfg.inference_only) {
-        /* target_q_continue from one extra no-grad inner step on the new carry, which must be
-         * left untouched: run it on copies (dz/dz2 are free until the backward). */
-        be->copy(be, m->dz, m->zH, bytes);
-        be->copy(be, m->dz2, m->zL, bytes);
-        float *saveH = m->zH, *saveL = m->zL;
-        m->zH = m->dz;
-        m->zL = m->dz2;
-        cycles_nograd(m, w, hx, m->cfg.H_cycles - 1);
-        be->add(be, hx, m->zH, m->x_emb, n);
-        for (int l = 0; l < m->cfg.L_cycles; l++) be->copy(be, m->zL, net_fwd(m, w, m->zL, hx, NULL), bytes);
-        heads_fwd(m, w, net_fwd(m, w, m->zH, m->zL, NULL), NULL, m->q_next);
-        m->zH = saveH;
-        m->zL = saveL;
-        be->q_target(be, m->B, m->q_target, m->q_next, m->steps, m->cfg.halt_max_steps);
-        q_target = m->q_target;
-    }
+    if (o->training && m->cfg.halt_max_steps > 1 && m->q_target_on && !m->cfg.halt_fixed) q_target = bootstrap_q(m, w);
 
     trm_loss_args la = {
         .B = m->B, .S = m->S, .V = m->V, .P = m->P,
@@ -785,13 +835,9 @@ void trm_model_step_body(trm_model *m, const trm_step_opts *o) {
 
     /* ---- backward ---- */
     be->zero(be, m->g, m->n_flat * sizeof(float));
-    heads_bwd(m, m->zH, m->dz);
-    net_bwd(m, &m->saved[m->cfg.L_cycles], m->dz); /* dz = d(zH0 + zL_final) = dzL_final */
-    be->zero(be, m->dx_emb, bytes);
-    for (int l = m->cfg.L_cycles - 1; l >= 0; l--) {
-        net_bwd(m, &m->saved[l], m->dz); /* dz = d(zL_l + zH0 + x) */
-        be->axpy(be, m->dx_emb, m->dz, 1.0f, n);
-    }
+    heads_bwd(m, m->z[0], m->dz);
+    be->zero(be, m->dx_emb, (size_t)m->B * m->T * m->D * sizeof(float));
+    ops_of(m)->backward(m);
     be->embed_bwd(be, m->dx_emb, &ea, G_(m, m->p_tok), m->p_pos >= 0 ? G_(m, m->p_pos) : NULL,
                   m->cfg.puzzle_emb_ndim ? m->d_puz_rows : NULL);
 }

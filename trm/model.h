@@ -1,32 +1,36 @@
-/* model.h — the TRM model, written once and device-free: parameter table, carry, the
- * H/L recursion with activations kept for the final cycle only, heads, ACT step, loss and
- * the backward pass, all through the backend table (backend.h). */
+/* model.h — the models, written once and device-free: parameter table, carry, the recursion
+ * of the chosen architecture (arch.h: TRM, HRM, trm_singlez, trm_hier6, the transformer
+ * baseline) with activations kept for the final cycle only, heads, ACT step, loss and the
+ * backward pass, all through the backend table (backend.h). */
 #ifndef TRM_MODEL_H
 #define TRM_MODEL_H
 #include <stdint.h>
 
+#include "arch.h"
 #include "backend.h"
 #include "util.h"
 
 enum { TRM_POS_NONE = 0, TRM_POS_ROPE = 1, TRM_POS_LEARNED = 2 };
 
-#define TRM_MAX_LAYERS 16
+#define TRM_MAX_LAYERS 16 /* per level */
 #define TRM_ARENA_CHUNKS 64
-/* embed_tokens, embed_pos, 4 per layer, lm_head, q_head weight and bias */
-#define TRM_MAX_PARAMS (2 + 4 * TRM_MAX_LAYERS + 3)
+/* embed_tokens, embed_pos, 4 per layer of each level, lm_head, q_head weight and bias */
+#define TRM_MAX_PARAMS (2 + 4 * TRM_NLEVELS * TRM_MAX_LAYERS + 3)
 
-typedef struct {
+typedef struct trm_model_config {
+    int arch;                /* trm_arch_id (0: TRM) */
     int batch_size;          /* local rows per step */
     int seq_len, vocab_size, num_puzzle_identifiers;
-    int H_cycles, L_cycles, L_layers;
+    int H_cycles, L_cycles, H_layers, L_layers;
     int hidden_size, num_heads;
     double expansion;
-    int puzzle_emb_ndim, puzzle_emb_len;
+    int puzzle_emb_ndim, puzzle_emb_len; /* puzzle_emb_len: architectures that read it */
     int pos_encodings;       /* TRM_POS_* */
     int mlp_t;
     int halt_max_steps;
     double halt_exploration_prob;
-    int no_ACT_continue;
+    int no_ACT_continue;     /* architectures that read it (arch.h); the others: 0 */
+    int halt_fixed;          /* transformers_baseline act_enabled=False: training halts at halt_max_steps only */
     int forward_bf16;        /* forward_dtype == bfloat16 */
     int loss_type;           /* TRM_LOSS_* */
     double rms_norm_eps, rope_theta;
@@ -46,24 +50,31 @@ typedef struct trm_net_acts trm_net_acts;
 
 typedef struct {
     trm_model_config cfg;
+    const trm_arch *arch;
     trm_backend *be;
     /* derived sizes */
     int P, T, D, H, hd, I, It, S, V, B;
+    int A;                /* attention width num_heads·head_dim (≤ D: head_dim = D // num_heads) */
+    /* the blocks of each level (TRM_LEVEL_L, TRM_LEVEL_H): count and first index in p_layer */
+    int level_layers[TRM_NLEVELS], level_first[TRM_NLEVELS];
+    int q_target_on;      /* training bootstraps q_continue (target_q_continue) */
     /* trained tensors: one flat buffer, named slices (reference state-dict names) */
     int nparams;
     trm_param params[TRM_MAX_PARAMS];
     size_t n_flat;
     float *w, *g, *m, *v, *ema; /* ema NULL unless enabled */
-    /* buffers: H_init, L_init (D), puzzle embedding table (num_ids × ndim) */
-    float *H_init, *L_init, *puz_w;
+    /* buffers: each carry state's reset vector (D; arch->init names), puzzle embedding table
+     * (num_ids × ndim) */
+    float *init[TRM_MAX_STATES], *puz_w;
     float *rope_cos, *rope_sin; /* T × hd */
-    /* carry */
-    float *zH, *zL;
+    /* carry: arch->nstates states (B,T,D), named arch->state; z[0] feeds the heads */
+    int nstates;
+    float *z[TRM_MAX_STATES];
     int32_t *steps;
     uint8_t *halted;
     int32_t *cur_inputs, *cur_labels, *cur_pid;
     /* a second carry, swapped in while evaluating so training's carry survives */
-    float *zH2, *zL2;
+    float *z2[TRM_MAX_STATES];
     int32_t *steps2, *cur_inputs2, *cur_labels2, *cur_pid2;
     uint8_t *halted2;
     /* step inputs (device copies of the batch) */
@@ -75,7 +86,8 @@ typedef struct {
     double *metrics;      /* TRM_NMETRICS on the device */
     uint64_t *rng_step;   /* the exploration counter, written before each step */
     float *dz, *dz2, *tmp_rows, *tmp_big;
-    trm_net_acts *saved;  /* L_cycles + 1 saved Net calls */
+    float *dacc;          /* trm_hier6's backward: the gradient reaching every z_L (else NULL) */
+    trm_net_acts *saved;  /* the final cycle's Net calls (how many: the architecture's saved_calls) */
     trm_net_acts *scratch;/* for no-grad calls */
     void *act_arena[TRM_ARENA_CHUNKS]; /* the activations, in as few allocations as the backend allows */
     int act_chunks;
@@ -83,7 +95,7 @@ typedef struct {
     int saved_count;
     /* offsets of parameters used by the forward (indices into params[]) */
     int p_tok, p_pos, p_lm, p_qw, p_qb;
-    int p_layer[TRM_MAX_LAYERS][4];   /* per layer: attn qkv / mlp_t gate_up, attn o / mlp_t down, mlp gate_up, mlp down */
+    int p_layer[TRM_NLEVELS * TRM_MAX_LAYERS][4]; /* per layer: attn qkv / mlp_t gate_up, attn o / mlp_t down, mlp gate_up, mlp down */
     /* distributed: this rank's share of the global batch (B rows from row rank*B) and the
      * buffers the other ranks' rows are gathered into (world > 1 only) */
     int rank, world;
@@ -94,8 +106,15 @@ typedef struct {
 
 #define TRM_GATHER_CHUNK ((size_t)4 << 20)
 
-/* Derived sizes check: errors on inconsistent configs (e.g. hidden_size % num_heads). */
+/* Derived sizes check: errors on inconsistent configs (e.g. more heads than hidden_size) and
+ * on settings the architecture cannot have, naming it. */
 int trm_model_config_check(const trm_model_config *c, trm_err *e);
+/* Puzzle positions P: arch.puzzle_emb_len where the architecture reads it and it is non-zero,
+ * else ceil(puzzle_emb_ndim / hidden_size). */
+int trm_model_puzzle_len(const trm_model_config *c);
+/* Net calls of one level (TRM_LEVEL_*) in a training step: in the no-grad cycles and in the
+ * final cycle (whose activations are saved); the bootstrapped-q pass is not counted. */
+void trm_model_net_calls(const trm_model_config *c, int level, int *nograd, int *grad);
 /* Allocates everything on the backend and initialises weights (JAX-style truncated normal
  * from the seed; puzzle rows zero; q_head weight 0, bias −5). ema_enabled allocates EMA. */
 int trm_model_create(trm_model *m, const trm_model_config *c, trm_backend *be, uint64_t seed,
@@ -115,7 +134,8 @@ void trm_model_gather_outputs(trm_model *m);
 /* The ACT carry of the whole global batch in host memory (rank order = the batch's row order). */
 typedef struct {
     int64_t rows;
-    float *zH, *zL;
+    int nstates;
+    float *z[TRM_MAX_STATES]; /* the model's carry states (arch->state names) */
     int32_t *steps, *inputs, *labels, *pid;
     uint8_t *halted;
 } trm_carry_host;

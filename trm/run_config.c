@@ -69,7 +69,6 @@ const char *const trm_run_config_float_keys[] = {
     "lr", "lr_min_ratio", "beta1", "beta2", "weight_decay", "puzzle_emb_weight_decay", "puzzle_emb_lr", "ema_rate",
     "arch.expansion", "arch.halt_exploration_prob", "arch.rms_norm_eps", "arch.rope_theta", NULL};
 
-#define TRM_ARCH_NAME "recursive_reasoning.trm@TinyRecursiveReasoningModel_ACTV1"
 #define TRM_LOSS_NAME "losses@ACTLossHead"
 
 /* eval_save_outputs: trm's boolean, or the reference's list of names. */
@@ -93,11 +92,10 @@ static int read_save_outputs(trm_run_config *rc, const cfg_node *root, trm_err *
     return 0;
 }
 
-/* The reference instantiates arch.name and arch.loss.name by import; trm is that one model
- * and loss head, so another name is refused rather than silently trained as TRM. */
-static int check_classes(const cfg_node *root, const char *arch_name, trm_err *e) {
-    if (arch_name && strcmp(arch_name, TRM_ARCH_NAME))
-        return trm_errf(e, "arch.name: trm implements %s, not '%s'", TRM_ARCH_NAME, arch_name);
+/* The reference instantiates arch.loss.name by import; trm has that one loss head, so another
+ * name is refused rather than silently trained with it (arch.name picks the architecture:
+ * arch.c). */
+static int check_loss_class(const cfg_node *root, trm_err *e) {
     const cfg_node *loss = cfg_get(root, "arch.loss");
     if (!loss || loss->type == CFG_NULL) return 0;
     if (loss->type != CFG_MAP) return trm_errf(e, "arch.loss: expected a map (name, loss_type), got %s", cfg_type_name(loss->type));
@@ -110,58 +108,6 @@ static int check_classes(const cfg_node *root, const char *arch_name, trm_err *e
         } else if (strcmp(k->key, "loss_type")) {
             return trm_errf(e, "arch.loss.%s: not an argument of %s (it takes loss_type)", k->key, TRM_LOSS_NAME);
         }
-    }
-    return 0;
-}
-
-static int read_arch(trm_model_config *a, const cfg_node *root, const char **arch_name, trm_err *e) {
-    int64_t v;
-    double f;
-    const char *s;
-    memset(a, 0, sizeof *a);
-    if (opt_str(root, "arch.name", arch_name, e)) return -1;
-#define AINT(field)                                                      \
-    do {                                                                 \
-        if (cfg_get_int(root, "arch." #field, &v, e)) return -1;         \
-        if (v < 0 || v > 1 << 30) return trm_errf(e, "arch." #field ": %lld is out of range", (long long)v); \
-        a->field = (int)v;                                               \
-    } while (0)
-    AINT(H_cycles);
-    AINT(L_cycles);
-    AINT(L_layers);
-    AINT(hidden_size);
-    AINT(num_heads);
-    AINT(puzzle_emb_ndim);
-    AINT(puzzle_emb_len);
-    AINT(halt_max_steps);
-#undef AINT
-    if (cfg_get_float(root, "arch.expansion", &a->expansion, e)) return -1;
-    if (cfg_get_float(root, "arch.halt_exploration_prob", &a->halt_exploration_prob, e)) return -1;
-    if (cfg_get_bool(root, "arch.mlp_t", &a->mlp_t, e)) return -1;
-    if (cfg_get_bool(root, "arch.no_ACT_continue", &a->no_ACT_continue, e)) return -1;
-    if (cfg_get_str(root, "arch.pos_encodings", &s, 0, e)) return -1;
-    if (!strcmp(s, "rope")) a->pos_encodings = TRM_POS_ROPE;
-    else if (!strcmp(s, "learned")) a->pos_encodings = TRM_POS_LEARNED;
-    else if (!strcmp(s, "none")) a->pos_encodings = TRM_POS_NONE;
-    else return trm_errf(e, "arch.pos_encodings: expected rope, learned or none, got '%s'", s);
-    if (cfg_get_str(root, "arch.forward_dtype", &s, 0, e)) return -1;
-    if (!strcmp(s, "bfloat16")) a->forward_bf16 = 1;
-    else if (!strcmp(s, "float32")) a->forward_bf16 = 0;
-    else return trm_errf(e, "arch.forward_dtype: expected bfloat16 or float32, got '%s'", s);
-    const char *lt = "stablemax_cross_entropy";
-    if (cfg_get(root, "arch.loss.loss_type") && cfg_get_str(root, "arch.loss.loss_type", &lt, 0, e)) return -1;
-    if (!strcmp(lt, "stablemax_cross_entropy")) a->loss_type = TRM_LOSS_STABLEMAX;
-    else if (!strcmp(lt, "softmax_cross_entropy")) a->loss_type = TRM_LOSS_SOFTMAX;
-    else return trm_errf(e, "arch.loss.loss_type: expected stablemax_cross_entropy or softmax_cross_entropy, got '%s'", lt);
-    a->rms_norm_eps = 1e-5;
-    a->rope_theta = 10000.0;
-    if (cfg_get(root, "arch.rms_norm_eps")) {
-        if (cfg_get_float(root, "arch.rms_norm_eps", &f, e)) return -1;
-        a->rms_norm_eps = f;
-    }
-    if (cfg_get(root, "arch.rope_theta")) {
-        if (cfg_get_float(root, "arch.rope_theta", &f, e)) return -1;
-        a->rope_theta = f;
     }
     return 0;
 }
@@ -203,8 +149,8 @@ int trm_run_config_read(trm_run_config *rc, const cfg_node *root, trm_err *e) {
         return -1;
     if (read_save_outputs(rc, root, e)) return -1;
     if (opt_int(root, "stop_after_steps", &rc->stop_after_steps, 0, e)) return -1;
-    if (read_arch(&rc->arch, root, &rc->arch_name, e)) return -1;
-    if (check_classes(root, rc->arch_name, e)) return -1;
+    if (trm_arch_read_config(root, &rc->arch, &rc->arch_name, e)) return -1;
+    if (check_loss_class(root, e)) return -1;
 
     if (rc->global_batch_size < 1) return trm_errf(e, "global_batch_size must be >= 1 (got %lld)", (long long)rc->global_batch_size);
     if (rc->eval_interval < 1) return trm_errf(e, "eval_interval must be >= 1");

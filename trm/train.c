@@ -427,7 +427,7 @@ static void log_train(trainer *t) {
     json_buf rec;
     record_begin(&rec, t->step, "train");
     for (int k = 0; k < TRM_NMETRICS; k++) {
-        if (k == TRM_M_COUNT || (k == TRM_M_Q_CONTINUE_LOSS && t->m.cfg.no_ACT_continue)) continue;
+        if (k == TRM_M_COUNT || (k == TRM_M_Q_CONTINUE_LOSS && !t->m.q_target_on)) continue;
         char key[64];
         snprintf(key, sizeof key, "train/%s", trm_metric_names[k]);
         json_kv_double(&rec, key, v[k]);
@@ -799,8 +799,8 @@ static int open_run_dir(trainer *t, trm_err *e) {
     printf("run directory: %s\n", t->run_dir);
     size_t nparams = 0;
     for (int i = 0; i < t->m.nparams; i++) nparams += t->m.params[i].numel;
-    printf("model: %zu parameters (%s), %" PRId64 " steps of %" PRId64 " examples, %" PRId64 " chunks of %" PRId64 " epochs\n",
-           nparams, t->rc.arch.mlp_t ? "mlp_t" : "attention", t->total_steps, t->rc.global_batch_size,
+    printf("model: %s, %zu parameters (%s), %" PRId64 " steps of %" PRId64 " examples, %" PRId64 " chunks of %" PRId64 " epochs\n",
+           t->m.arch->preset, nparams, t->rc.arch.mlp_t ? "mlp_t" : "attention", t->total_steps, t->rc.global_batch_size,
            t->total_iters, t->rc.eval_interval);
     if (t->have_test) {
         const char *dir = t->rc.n_data_paths_test ? t->rc.data_paths_test[0] : t->rc.data_paths[0];
@@ -827,6 +827,19 @@ static uint32_t crc_of_device(trm_backend *be, const void *dev, size_t bytes) {
     return (uint32_t)crc;
 }
 
+/* One CRC32 over every carry state's reset vector (H_init, L_init, ...), in state order. */
+static uint32_t crc_of_inits(const trm_model *m) {
+    size_t bytes = (size_t)m->D * sizeof(float);
+    unsigned char *h = xmalloc(bytes);
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (int k = 0; k < m->nstates; k++) {
+        m->be->to_host(m->be, h, m->init[k], bytes);
+        crc = crc32(crc, h, (uInt)bytes);
+    }
+    free(h);
+    return (uint32_t)crc;
+}
+
 /* Every rank must run rank 0's configuration (cfg_crc: its checksum before the run names are
  * drawn; only rank 0's are used) and start from rank 0's exact state: weights, EMA, optimiser
  * moments, puzzle embeddings, the step and the data position. Identical by construction when
@@ -839,17 +852,16 @@ static int check_same_state(trainer *t, uint32_t cfg_crc, trm_err *e) {
     size_t nw = m->n_flat * sizeof(float);
     size_t npuz = (size_t)(m->cfg.num_puzzle_identifiers > 0 ? m->cfg.num_puzzle_identifiers : 1) *
                   (size_t)(m->cfg.puzzle_emb_ndim ? m->cfg.puzzle_emb_ndim : 1) * sizeof(float);
-    enum { NSTATE = 14 };
+    enum { NSTATE = 13 };
     int64_t mine[NSTATE] = {cfg_crc, t->step, t->sampler.iter, t->sampler.set_index, t->sampler.group_pos,
                             t->sampler.batch_index, t->have_test, crc_of_device(be, m->w, nw),
                             m->ema ? crc_of_device(be, m->ema, nw) : 0, crc_of_device(be, m->m, nw),
                             crc_of_device(be, m->v, nw), crc_of_device(be, m->puz_w, npuz),
-                            crc_of_device(be, m->H_init, m->D * sizeof(float)),
-                            crc_of_device(be, m->L_init, m->D * sizeof(float))};
+                            crc_of_inits(m)};
     static const char *const what[NSTATE] = {"configuration", "step", "data position", "data position", "data position",
                                              "data position", "test split", "weights", "EMA weights",
                                              "optimiser moments", "optimiser moments", "puzzle embeddings",
-                                             "H_init", "L_init"};
+                                             "carry reset vectors"};
     int64_t root[NSTATE];
     memcpy(root, mine, sizeof root);
     if (trm_dist_bcast(t->dist, root, sizeof root, e)) return -1;
