@@ -199,9 +199,9 @@ expect_text err "arch.loss.name: trm implements the loss head losses@ACTLossHead
 run pretrain "${tiny[@]}" checkpoint_path="$TMP/bad" +arch.loss.weight=2
 expect_rc 1 "a loss-head argument ACTLossHead lacks"
 expect_text err "arch.loss.weight: not an argument of losses@ACTLossHead" "loss argument refused"
-run pretrain "${tiny[@]}" checkpoint_path="$TMP/bad" arch.name=recursive_reasoning.hrm@HierarchicalReasoningModel_ACTV1
-expect_rc 1 "another architecture"
-expect_text err "arch.name: trm implements recursive_reasoning.trm@TinyRecursiveReasoningModel_ACTV1" "arch refused"
+run pretrain "${tiny[@]}" checkpoint_path="$TMP/bad" arch.name=recursive_reasoning.nope@Nope_ACTV1
+expect_rc 1 "an architecture trm does not build"
+expect_text err "arch.name: unknown architecture 'recursive_reasoning.nope@Nope_ACTV1'; trm builds" "unknown arch refused"
 run pretrain "${tiny[@]}" checkpoint_path="$TMP/bad" "data_paths_test=[$TMP/nope]"
 expect_rc 1 "a data_paths_test that does not exist"
 expect_text err "data_paths_test: $TMP/nope does not exist" "data_paths_test typo"

@@ -33,7 +33,9 @@ echo -n "mps vs cpu: "; close mps cpu 1e-4 || fail "mps losses differ from cpu's
 
 ck=mps/step_20.safetensors
 for dev in mps cpu; do
-  "$TRM" generate --checkpoint $ck --data data --output preds_$dev.npy device=$dev > gen_$dev.txt 2>&1 ||
+  # the checkpoint's config says bfloat16, which mps computed in float32; cpu has bf16 on some CPUs
+  "$TRM" generate --checkpoint $ck --data data --output preds_$dev.npy device=$dev arch.forward_dtype=float32 \
+    > gen_$dev.txt 2>&1 ||
     { cat gen_$dev.txt; fail "generate on $dev"; }
 done
 cmp -s preds_mps.npy preds_cpu.npy || fail "the mps checkpoint predicts differently on mps and cpu"

@@ -111,9 +111,11 @@ static int jbool(const golden *g, const char *key) {
 /* bf16 GEMM operands (8-bit mantissa, fp32 accumulation) leave ~4e-3 per product, and the
  * recursion chains every block of every cycle: measured on an H100 (cuda, use_bf16), outputs
  * differ from the float32 reference by up to 6.6e-2 of their scale (mlp_t z_H, step 1) and
- * gradients by up to 5.6e-2. Both are held to 1e-1. */
+ * gradients by up to 5.6e-2; on cpu (VDPBF16PS) HRM's puzzle-embedding gradient by up to
+ * 1.0e-1 (1.38e-1 when attention's products were bf16 too), the largest seen. Outputs are held to 1e-1,
+ * gradients and updated weights to 2e-1. */
 #define TOL_OUT_BF16 1e-1
-#define TOL_GRAD_BF16 1e-1
+#define TOL_GRAD_BF16 2e-1
 /* bf16: the share of halting flags, step counts and predictions that must match exactly */
 #define MIN_AGREE_BF16 0.85
 static double rel_err(const float *a, const float *b, size_t n) {

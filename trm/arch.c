@@ -73,10 +73,18 @@ static int missing(const reader *r, const char *key) {
                     r->arch->name, r->arch->preset);
 }
 
+/* An explicit null where a number belongs is refused as the reference's config class refuses
+ * it (cfg_get_int / cfg_get_float say "expected ..., got null"), not taken as absent. */
+static int is_null(const reader *r, const char *key) {
+    const cfg_node *n = cfg_get(r->root, key);
+    return n && n->type == CFG_NULL;
+}
+
 /* A non-negative int the architecture needs (required) or may have (default when absent). */
 static int read_int(const reader *r, const char *key, int required, int dflt, int *out) {
     int64_t v;
     *out = dflt;
+    if (is_null(r, key)) return cfg_get_int(r->root, key, &v, r->e);
     if (!has(r, key)) return required ? missing(r, key) : 0;
     if (cfg_get_int(r->root, key, &v, r->e)) return -1;
     if (v < 0 || v > 1 << 30) return trm_errf(r->e, "%s: %lld is out of range", key, (long long)v);
@@ -86,6 +94,7 @@ static int read_int(const reader *r, const char *key, int required, int dflt, in
 
 static int read_float(const reader *r, const char *key, int required, double dflt, double *out) {
     *out = dflt;
+    if (is_null(r, key)) return cfg_get_float(r->root, key, out, r->e);
     if (!has(r, key)) return required ? missing(r, key) : 0;
     return cfg_get_float(r->root, key, out, r->e);
 }

@@ -175,7 +175,9 @@ static int own_gemm(void) {
 }
 
 /* bf16: both operands rounded to bf16, fp32 sums (forward_dtype=bfloat16; the policy only sets
- * it where trm_gemm_cpu_bf16() says the CPU can). */
+ * it where trm_gemm_cpu_bf16() says the CPU can). Attention's per-head products stay fp32:
+ * they are small, and rounding their operands while packing cost more than the bf16 products
+ * saved (device host: tiny_att 198 ms with them in bf16 against 156 in fp32). */
 static void sgemm1(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                    const float *B, int ldb, float beta, float *C, int ldc, int bf16) {
     if (K <= 0 || alpha == 0.0f) {
@@ -387,7 +389,6 @@ typedef struct {
     size_t ld;   /* row stride of qkv / dqkv: 3·H·hd */
     size_t ldo;  /* row stride of out / dout: H·hd */
     float scale; /* 1/√hd */
-    int bf16;    /* products in bf16 (forward_dtype=bfloat16) */
 } att_dims;
 
 static void softmax_rows(float *S, float *lse, int nb, int T) {
@@ -412,10 +413,10 @@ static void att_fwd_block(const att_dims *d, float *out, float *lse, const float
     const float *Q = qkv + (size_t)i0 * d->ld + (size_t)h * hd;
     const float *K = qkv + (size_t)(d->H + h) * hd;
     const float *V = qkv + (size_t)(2 * d->H + h) * hd;
-    sgemm1(0, 1, nb, T, hd, d->scale, Q, (int)d->ld, K, (int)d->ld, 0.0f, S, T, d->bf16);
+    sgemm1(0, 1, nb, T, hd, d->scale, Q, (int)d->ld, K, (int)d->ld, 0.0f, S, T, 0);
     softmax_rows(S, lse + i0, nb, T);
     sgemm1(0, 0, nb, hd, T, 1.0f, S, T, V, (int)d->ld, 0.0f,
-           out + (size_t)i0 * d->ldo + (size_t)h * hd, (int)d->ldo, d->bf16);
+           out + (size_t)i0 * d->ldo + (size_t)h * hd, (int)d->ldo, 0);
 }
 
 static void att_fwd_task(const att_dims *d, float *out, float *lse, const float *qkv, int k,
@@ -428,7 +429,7 @@ static void att_fwd_task(const att_dims *d, float *out, float *lse, const float 
 static void cpu_attention_fwd(trm_backend *be, float *out, float *lse, const float *qkv, int B,
                               int T, int H, int hd) {
     if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
-    att_dims d = {T, H, hd, (size_t)3 * H * hd, (size_t)H * hd, 1.0f / sqrtf((float)hd), be->use_bf16};
+    att_dims d = {T, H, hd, (size_t)3 * H * hd, (size_t)H * hd, 1.0f / sqrtf((float)hd)};
     int nqb = (T + ATT_QB - 1) / ATT_QB, tasks = B * H * nqb, nt = max_threads();
     size_t per = (size_t)ATT_QB * T;
     float *S = scratch(be, per * nt);
@@ -454,13 +455,13 @@ static void att_bwd_head(const att_dims *d, float *dqkv, const float *dout, cons
         const float *Q = qkv + (size_t)i0 * ld + (size_t)h * hd;
         const float *dO = dout + (size_t)i0 * ldo + (size_t)h * hd;
         const float *O = out + (size_t)i0 * ldo + (size_t)h * hd;
-        sgemm1(0, 1, nb, T, hd, d->scale, Q, ld, K, ld, 0.0f, P, T, d->bf16);
+        sgemm1(0, 1, nb, T, hd, d->scale, Q, ld, K, ld, 0.0f, P, T, 0);
         for (int i = 0; i < nb; i++) {
             float *row = P + (size_t)i * T;
             exp_affine(row, row, T, 1.0f, -lse[i0 + i]);
         }
-        sgemm1(1, 0, T, hd, nb, 1.0f, P, T, dO, ldo, beta, dV, ld, d->bf16);
-        sgemm1(0, 1, nb, T, hd, 1.0f, dO, ldo, V, ld, 0.0f, dP, T, d->bf16);
+        sgemm1(1, 0, T, hd, nb, 1.0f, P, T, dO, ldo, beta, dV, ld, 0);
+        sgemm1(0, 1, nb, T, hd, 1.0f, dO, ldo, V, ld, 0.0f, dP, T, 0);
         for (int i = 0; i < nb; i++) {
             const float *o = O + (size_t)i * ldo, *g = dO + (size_t)i * ldo;
             float dr = 0.0f;
@@ -471,8 +472,8 @@ static void att_bwd_head(const att_dims *d, float *dqkv, const float *dout, cons
             for (int j = 0; j < T; j++) ds[j] = p[j] * (ds[j] - dr);
         }
         float *dQ = dqkv + (size_t)i0 * ld + (size_t)h * hd;
-        sgemm1(0, 0, nb, hd, T, d->scale, dP, T, K, ld, 0.0f, dQ, ld, d->bf16);
-        sgemm1(1, 0, T, hd, nb, d->scale, dP, T, Q, ld, beta, dK, ld, d->bf16);
+        sgemm1(0, 0, nb, hd, T, d->scale, dP, T, K, ld, 0.0f, dQ, ld, 0);
+        sgemm1(1, 0, T, hd, nb, d->scale, dP, T, Q, ld, beta, dK, ld, 0);
     }
 }
 
@@ -487,7 +488,7 @@ static void att_bwd_task(const att_dims *d, float *dqkv, const float *dout, cons
 static void cpu_attention_bwd(trm_backend *be, float *dqkv, const float *dout, const float *qkv,
                               const float *out, const float *lse, int B, int T, int H, int hd) {
     if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
-    att_dims d = {T, H, hd, (size_t)3 * H * hd, (size_t)H * hd, 1.0f / sqrtf((float)hd), be->use_bf16};
+    att_dims d = {T, H, hd, (size_t)3 * H * hd, (size_t)H * hd, 1.0f / sqrtf((float)hd)};
     int tasks = B * H, nt = max_threads();
     size_t per = (size_t)2 * ATT_QB * T;
     float *buf = scratch(be, per * nt);
