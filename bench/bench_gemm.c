@@ -68,7 +68,8 @@ int main(int argc, char **argv) {
         for (int r = 0; r < 9; r++) {
             b->sync(b);
             double t0 = trm_now_seconds();
-            b->gemm(b, s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, sA, Bm, ldb, sB, 0.0f, C, s->N, sC, s->batch);
+            b->gemm(b, (trm_gemm_dt){TRM_F32, TRM_F32, TRM_F32}, s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, sA, Bm, ldb,
+                    sB, 0.0f, C, s->N, sC, s->batch);
             b->sync(b);
             if (r >= 2) t[r - 2] = trm_now_seconds() - t0;
         }

@@ -161,7 +161,7 @@ static void gemm_case(trm_backend *be, tr_rng *r, int ta, int tb, int M, int N, 
                 double *c = &want[i * sC + (size_t)m * ldc + n];
                 *c = alpha * s + (beta == 0.0f ? 0.0 : beta * *c);
             }
-    be->gemm(be, ta, tb, M, N, K, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);
+    be->gemm(be, TR_F32x3, ta, tb, M, N, K, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);
     char what[96];
     snprintf(what, sizeof what, "gemm ta=%d tb=%d %dx%dx%d pad=%d batch=%d", ta, tb, M, N, K, pad,
              batch);
@@ -192,7 +192,7 @@ START_TEST(test_gemm) {
     gemm_case(be, &r, 0, 1, 6, 5, 4, 0, 2, 0.0f, 2.0f); /* alpha = 0 */
     /* beta = 0 must overwrite C, NaN included. */
     float A[4] = {1, 2, 3, 4}, B[4] = {1, 0, 0, 1}, C[4] = {NAN, NAN, NAN, NAN};
-    be->gemm(be, 0, 0, 2, 2, 2, 1.0f, A, 2, 0, B, 2, 0, 0.0f, C, 2, 0, 1);
+    be->gemm(be, TR_F32x3, 0, 0, 2, 2, 2, 1.0f, A, 2, 0, B, 2, 0, 0.0f, C, 2, 0, 1);
     for (int i = 0; i < 4; i++) ck_assert_float_eq(C[i], A[i]);
     be->destroy(be);
 }
@@ -274,17 +274,19 @@ START_TEST(test_add_axpy_transpose) {
         free(y);
         free(y0);
     }
-    int dims[][3] = {{2, 37, 45}, {1, 1, 9}, {3, 64, 33}, {1, 100, 400}};
-    for (int k = 0; k < 4; k++) {
-        int B = dims[k][0], R = dims[k][1], C = dims[k][2];
-        size_t n = (size_t)B * R * C;
-        float *in = frand(&r, n, -1, 1), *out = fzeros(n);
-        be->transpose(be, out, in, B, R, C);
+    /* batch, rows, cols, extra input row stride, extra output row stride (zero pads) */
+    int dims[][5] = {{2, 37, 45, 0, 0}, {1, 1, 9, 0, 0}, {3, 64, 33, 0, 0}, {1, 100, 400, 0, 0},
+                     {3, 97, 40, 0, 7}, {2, 13, 10, 6, 3}};
+    for (int k = 0; k < 6; k++) {
+        int B = dims[k][0], R = dims[k][1], C = dims[k][2], ldi = C + dims[k][3], ldo = R + dims[k][4];
+        size_t ni = (size_t)B * R * ldi, no = (size_t)B * C * ldo;
+        float *in = frand(&r, ni, -1, 1), *out = frand(&r, no, 5, 6); /* pads must become zeros */
+        be->transpose(be, out, ldo, in, ldi, B, R, C);
         for (int b = 0; b < B; b++)
-            for (int i = 0; i < R; i++)
-                for (int j = 0; j < C; j++)
-                    ck_assert_float_eq(out[(size_t)b * R * C + (size_t)j * R + i],
-                                       in[(size_t)b * R * C + (size_t)i * C + j]);
+            for (int j = 0; j < C; j++)
+                for (int i = 0; i < ldo; i++)
+                    ck_assert_float_eq(out[(size_t)b * C * ldo + (size_t)j * ldo + i],
+                                       i < R ? in[(size_t)b * R * ldi + (size_t)i * ldi + j] : 0.0f);
         free(in);
         free(out);
     }
@@ -330,17 +332,17 @@ START_TEST(test_rmsnorm) {
             float *y = fzeros(n), *rstd = fzeros(rows);
             double *xd = dcopy(x, n), *rd = res ? dcopy(res, n) : NULL, *yd = malloc(n * sizeof(double));
             ref_rms(xd, rd, rows, dim, 1e-5, yd);
-            be->rmsnorm_fwd(be, y, rstd, x, res, rows, dim, 1e-5f);
+            be->rmsnorm_fwd(be, y, rstd, x, res, rows, dim, dim, 1e-5f);
             expect_close("rmsnorm y", y, yd, n, 1e-6, 2e-6);
             /* In place (y = x) gives the same result. */
             float *xi = malloc(n * sizeof(float));
             memcpy(xi, x, n * sizeof(float));
-            be->rmsnorm_fwd(be, xi, NULL, xi, res, rows, dim, 1e-5f);
+            be->rmsnorm_fwd(be, xi, NULL, xi, res, rows, dim, dim, 1e-5f);
             for (size_t i = 0; i < n; i++) ck_assert_float_eq(xi[i], y[i]);
             if (rows * dim <= 300) {
                 float *w = frand(&r, n, -1, 1), *dx = fzeros(n);
                 double *wd = dcopy(w, n);
-                be->rmsnorm_bwd(be, dx, w, y, rstd, rows, dim);
+                be->rmsnorm_bwd(be, dx, w, y, rstd, rows, dim, dim);
                 rms_ctx c = {rows, dim, rd, wd, malloc(n * sizeof(double))};
                 expect_grad("rmsnorm dx", rms_loss, &c, xd, n, dx, 1e-4, 2e-5, 1e-4);
                 if (rd) {
@@ -361,6 +363,30 @@ START_TEST(test_rmsnorm) {
             free(yd);
             free(xi);
         }
+    /* rows ld apart: the same values over the first dim elements, zeros written past them */
+    int rows = 6, dim = 13, ld = 16;
+    float *x = frand(&r, (size_t)rows * ld, -2, 2), *res = frand(&r, (size_t)rows * ld, -2, 2);
+    float *y = frand(&r, (size_t)rows * ld, 5, 6), *rstd = fzeros(rows), *dy = frand(&r, (size_t)rows * ld, -1, 1);
+    float *dx = frand(&r, (size_t)rows * ld, 5, 6);
+    float *xc = fzeros((size_t)rows * dim), *rc = fzeros((size_t)rows * dim), *yc = fzeros((size_t)rows * dim);
+    float *dyc = fzeros((size_t)rows * dim), *dxc = fzeros((size_t)rows * dim), *rstdc = fzeros(rows);
+    for (int i = 0; i < rows; i++)
+        for (int d = 0; d < dim; d++) {
+            xc[i * dim + d] = x[i * ld + d], rc[i * dim + d] = res[i * ld + d], dyc[i * dim + d] = dy[i * ld + d];
+        }
+    be->rmsnorm_fwd(be, y, rstd, x, res, rows, dim, ld, 1e-5f);
+    be->rmsnorm_fwd(be, yc, rstdc, xc, rc, rows, dim, dim, 1e-5f);
+    be->rmsnorm_bwd(be, dx, dy, y, rstd, rows, dim, ld);
+    be->rmsnorm_bwd(be, dxc, dyc, yc, rstdc, rows, dim, dim);
+    for (int i = 0; i < rows; i++) {
+        ck_assert_float_eq(rstd[i], rstdc[i]);
+        for (int d = 0; d < ld; d++) {
+            ck_assert_float_eq(y[i * ld + d], d < dim ? yc[i * dim + d] : 0.0f);
+            ck_assert_float_eq(dx[i * ld + d], d < dim ? dxc[i * dim + d] : 0.0f);
+        }
+    }
+    float *bufs[] = {x, res, y, rstd, dy, dx, xc, rc, yc, dyc, dxc, rstdc};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     be->destroy(be);
 }
 END_TEST

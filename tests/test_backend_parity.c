@@ -2,8 +2,11 @@
  * cpu reference: every op of trm/backend.h run on both with the same random inputs, float
  * outputs compared relative to the largest reference value, integers and bytes exactly.
  * Outputs an op fully writes are poisoned (NaN, 0xA5 bytes) on the device first, so an
- * element it skips fails; a captured graph must replay like the ops run eagerly. Exits 77
- * (ctest: skipped) when the backend is not compiled in or sees no device.
+ * element it skips fails; a captured graph must replay like the ops run eagerly. Where the
+ * device keeps bf16 activations (caps.bf16_acts), the "bf16 activations" cases run every op
+ * on activations again with the device in that mode: inputs rounded to bf16 for both sides,
+ * activations moved in bf16 to and from the device, fp32 reference results, bf16-level
+ * tolerances. Exits 77 (ctest: skipped) when the backend is not compiled in or sees no device.
  * TRM_TEST_BACKEND=cpu runs cpu against a second cpu instance. */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
@@ -16,12 +19,16 @@
 #include <string.h>
 
 #include "backend.h"
+#include "safetensors.h"
 #include "test_support.h"
 
 #define TOL 1e-5        /* fp32: max|Δ| / max|ref| */
 #define TOL_GRAD 1e-4   /* attention backward and loss gradients */
 #define TOL_BF16 2e-2   /* GEMM with bf16 operands */
 #define TOL_METRIC 1e-6 /* loss-head metrics (doubles), relative per metric */
+/* bf16 activations: one rounding of each output (2^-9 relative) and of the intermediates that
+ * the reference keeps in bf16 too; reductions in fp32 */
+#define TOL_ACT16 1e-2
 
 /* ---- host helpers ------------------------------------------------------------------------ */
 
@@ -115,6 +122,53 @@ static void *junk_buf(dmem *m, size_t bytes) {
 static void down(dmem *m, void *host, const void *dev, size_t bytes) {
     m->b->sync(m->b);
     if (bytes) m->b->to_host(m->b, host, dev, bytes);
+}
+
+/* Activations: n values in the backend's act_dt (bf16 on a device in bf16-activation mode,
+ * converted on the host), uploaded, poisoned with NaN, or read back as floats. */
+static int act16(const dmem *m) { return m->b->act_dt == TRM_BF16; }
+
+static void *upa(dmem *m, const float *host, size_t n) {
+    if (!host) return NULL;
+    if (!act16(m)) return up(m, host, n * sizeof(float));
+    uint16_t *h = malloc((n ? n : 1) * sizeof *h);
+    for (size_t i = 0; i < n; i++) h[i] = st_f32_to_bf16(host[i]);
+    void *d = up(m, h, n * sizeof *h);
+    m->b->sync(m->b);
+    free(h);
+    return d;
+}
+
+static void *nan_act(dmem *m, size_t n) {
+    float *h = malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++) h[i] = NAN;
+    void *d = upa(m, h, n);
+    free(h);
+    return d;
+}
+
+static void downa(dmem *m, float *host, const void *dev, size_t n) {
+    if (!act16(m)) {
+        down(m, host, dev, n * sizeof(float));
+        return;
+    }
+    uint16_t *h = malloc((n ? n : 1) * sizeof *h);
+    down(m, h, dev, n * sizeof *h);
+    for (size_t i = 0; i < n; i++) host[i] = st_bf16_to_f32(h[i]);
+    free(h);
+}
+
+/* Host values rounded to bf16 in place: the inputs both sides see in the bf16 cases. */
+static void round_bf16(float *x, size_t n) {
+    for (size_t i = 0; x && i < n; i++) x[i] = st_bf16_to_f32(st_f32_to_bf16(x[i]));
+}
+
+/* The device in bf16-activation mode; 0 (the case is skipped) where it does not keep them. */
+static int bf16_acts(pair *p) {
+    trm_backend_set_bf16(p->dev, 1);
+    if (p->dev->act_dt == TRM_BF16) return 1;
+    printf("test_backend_parity: %s keeps no bf16 activations; bf16-activation case skipped\n", p->dev->name);
+    return 0;
 }
 
 static void dm_free(dmem *m) {
@@ -249,33 +303,47 @@ static size_t span(int rows, int ld, int64_t stride, int batch) {
     return (size_t)(batch - 1) * (size_t)stride + (size_t)rows * ld;
 }
 
-static void run_gemm(trm_backend *b, const gemm_case *g, const float *A, size_t nA,
+/* dt: the operands' element types on this backend (bf16 ones moved as bf16) */
+static void run_gemm(trm_backend *b, trm_gemm_dt dt, const gemm_case *g, const float *A, size_t nA,
                      const float *B, size_t nB, float *C, size_t nC) {
-    dmem m = {.b = b};
-    float *dC = up(&m, C, nC * sizeof(float));
-    b->gemm(b, g->ta, g->tb, g->M, g->N, g->K, g->alpha, up(&m, A, nA * sizeof(float)), g->lda,
-            g->sA, up(&m, B, nB * sizeof(float)), g->ldb, g->sB, g->beta, dC, g->ldc, g->sC,
-            g->batch);
-    down(&m, C, dC, nC * sizeof(float));
+    dmem m = {.b = b}, m16 = {.b = b};
+    trm_backend b16 = *b; /* act_dt decides how upa moves an operand */
+    b16.act_dt = TRM_BF16;
+    m16.b = &b16;
+    void *dA = dt.a == TRM_BF16 ? upa(&m16, A, nA) : up(&m, A, nA * sizeof(float));
+    void *dB = dt.b == TRM_BF16 ? upa(&m16, B, nB) : up(&m, B, nB * sizeof(float));
+    void *dC = dt.c == TRM_BF16 ? upa(&m16, C, nC) : up(&m, C, nC * sizeof(float));
+    b->gemm(b, dt, g->ta, g->tb, g->M, g->N, g->K, g->alpha, dA, g->lda, g->sA, dB, g->ldb, g->sB, g->beta, dC,
+            g->ldc, g->sC, g->batch);
+    if (dt.c == TRM_BF16)
+        downa(&m16, C, dC, nC);
+    else
+        down(&m, C, dC, nC * sizeof(float));
+    for (int i = 0; i < m16.n; i++) b->free(b, m16.p[i]);
     dm_free(&m);
 }
 
 /* C's padding (columns ≥ N, gaps between matrices) is random and must come back untouched;
  * with beta = 0 the M×N blocks start as NaN (BLAS: C is not read then). */
-static void gemm_check(pair *p, gemm_case g, tr_rng *r, double tol) {
+/* The device's operands in the types dt (bf16 ones rounded for both sides), the reference's
+ * in fp32. */
+static void gemm_check_dt(pair *p, gemm_case g, trm_gemm_dt dt, tr_rng *r, double tol) {
     size_t nA = span(g.ta ? g.K : g.M, g.lda, g.sA, g.batch);
     size_t nB = span(g.tb ? g.N : g.K, g.ldb, g.sB, g.batch), nC = span(g.M, g.ldc, g.sC, g.batch);
     float *A = frand(r, nA, -1, 1), *B = frand(r, nB, -1, 1), *C = frand(r, nC, -1, 1);
+    if (dt.a == TRM_BF16) round_bf16(A, nA);
+    if (dt.b == TRM_BF16) round_bf16(B, nB);
+    if (dt.c == TRM_BF16) round_bf16(C, nC);
     if (g.beta == 0.0f)
         for (int i = 0; i < g.batch; i++)
             for (int row = 0; row < g.M; row++)
                 for (int c = 0; c < g.N; c++) C[i * g.sC + (int64_t)row * g.ldc + c] = NAN;
     float *Cd = dup_host(C, nC * sizeof(float));
-    run_gemm(p->ref, &g, A, nA, B, nB, C, nC);
-    run_gemm(p->dev, &g, A, nA, B, nB, Cd, nC);
-    char what[128];
-    snprintf(what, sizeof what, "gemm%s ta=%d tb=%d %dx%dx%d ld=%d,%d,%d s=%lld,%lld,%lld b=%d",
-             p->dev->use_bf16 ? " bf16" : "", g.ta, g.tb, g.M, g.N, g.K, g.lda, g.ldb, g.ldc,
+    run_gemm(p->ref, TR_F32x3, &g, A, nA, B, nB, C, nC);
+    run_gemm(p->dev, dt, &g, A, nA, B, nB, Cd, nC);
+    char what[160];
+    snprintf(what, sizeof what, "gemm%s dt=%d%d%d ta=%d tb=%d %dx%dx%d ld=%d,%d,%d s=%lld,%lld,%lld b=%d",
+             p->dev->use_bf16 ? " bf16" : "", dt.a, dt.b, dt.c, g.ta, g.tb, g.M, g.N, g.K, g.lda, g.ldb, g.ldc,
              (long long)g.sA, (long long)g.sB, (long long)g.sC, g.batch);
     expect_rel(what, Cd, C, nC, tol);
     free(A);
@@ -283,6 +351,8 @@ static void gemm_check(pair *p, gemm_case g, tr_rng *r, double tol) {
     free(C);
     free(Cd);
 }
+
+static void gemm_check(pair *p, gemm_case g, tr_rng *r, double tol) { gemm_check_dt(p, g, TR_F32x3, r, tol); }
 
 static void gemm_all(pair *p, double tol) {
     tr_rng r = {2};
@@ -321,95 +391,186 @@ START_TEST(test_gemm_bf16) {
 }
 END_TEST
 
+/* bf16 activations: the model's combinations of element types (activation × weight →
+ * activation, activation × activation → fp32 weight gradient, the loss head's fp32 gradient
+ * beside bf16 operands), the mlp_t products batched over samples with a broadcast weight, and
+ * strided heads. */
+START_TEST(test_gemm_bf16_acts) {
+    pair p = open_pair();
+    if (bf16_acts(&p)) {
+        tr_rng r = {21};
+        trm_gemm_dt hhh = {TRM_BF16, TRM_BF16, TRM_BF16}, hhf = {TRM_BF16, TRM_BF16, TRM_F32};
+        trm_gemm_dt fhh = {TRM_F32, TRM_BF16, TRM_BF16}, fhf = {TRM_F32, TRM_BF16, TRM_F32};
+        trm_gemm_dt hff = {TRM_BF16, TRM_F32, TRM_F32};
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                gemm_check_dt(&p, gc(ta, tb, 37, 45, 29, 3, 1, 0, 0.7f, 0.0f), hhh, &r, TOL_BF16);
+                gemm_check_dt(&p, gc(ta, tb, 37, 45, 29, 5, 3, 11, 0.7f, -0.3f), hhh, &r, TOL_BF16);
+                gemm_check_dt(&p, gc(ta, tb, 33, 19, 70, 2, 4, 8, 1.0f, 1.0f), hhf, &r, TOL_BF16);
+                gemm_check_dt(&p, gc(ta, tb, 24, 40, 11, 0, 1, 0, 1.0f, 0.0f), fhh, &r, TOL_BF16);
+                gemm_check_dt(&p, gc(ta, tb, 24, 40, 11, 0, 1, 0, 1.0f, 1.0f), fhf, &r, TOL_BF16);
+                gemm_check_dt(&p, gc(ta, tb, 16, 8, 40, 0, 1, 0, 1.0f, 0.0f), hff, &r, TOL_BF16);
+            }
+        gemm_case bc = gc(0, 1, 97, 64, 48, 0, 6, 0, 1.0f, 0.0f); /* one weight for every sample */
+        bc.sA = 0;
+        gemm_check_dt(&p, bc, hhh, &r, TOL_BF16);
+        gemm_check_dt(&p, gc(0, 1, 4 * 64, 1024, 104, 0, 1, 0, 1.0f, 0.0f), hhh, &r, TOL_BF16);
+        gemm_check_dt(&p, gc(1, 0, 1024, 97, 2 * 64, 7, 1, 0, 1.0f, 1.0f), hhf, &r, TOL_BF16);
+        gemm_check_dt(&p, gc(0, 1, 97, 97, 64, 3 * 4 * 64 - 64, 8, 64, 0.125f, 0.0f), hhf, &r, TOL_BF16);
+        gemm_check_dt(&p, gc(0, 1, 16, 2, 512, 96 * 512, 1, 0, 1.0f, 0.0f), hhf, &r, TOL_BF16);
+    }
+    close_pair(&p);
+}
+END_TEST
+
+/* convert: fp32 → bf16 exactly as the host rounds (nearest even), bf16 → fp32 exactly, rows
+ * with their own strides, elements past cols untouched. */
+START_TEST(test_convert) {
+    pair p = open_pair();
+    trm_backend *b = p.dev;
+    if (!b->caps.bf16_acts) {
+        ck_assert_msg(b->convert == NULL, "%s converts without bf16 activations", b->name);
+    } else {
+        tr_rng r = {22};
+        int rows = 37, cols = 97, lds = 101, ldd = 104;
+        size_t ns = (size_t)rows * lds, nd = (size_t)rows * ldd;
+        float *src = frand(&r, ns, -3, 3);
+        src[5] = 1.0f + 1.0f / 256; /* a tie: rounds to even */
+        src[6] = -0.0f, src[7] = 3.0e38f;
+        uint16_t *h16 = malloc(nd * 2), *want = malloc(nd * 2);
+        for (size_t i = 0; i < nd; i++) h16[i] = want[i] = (uint16_t)(0x1234 + i);
+        for (int i = 0; i < rows; i++)
+            for (int j = 0; j < cols; j++) want[(size_t)i * ldd + j] = st_f32_to_bf16(src[(size_t)i * lds + j]);
+        dmem m = {.b = b};
+        void *ds = up(&m, src, ns * sizeof(float)), *dd = up(&m, h16, nd * 2);
+        b->convert(b, dd, TRM_BF16, ldd, ds, TRM_F32, lds, rows, cols);
+        down(&m, h16, dd, nd * 2);
+        for (size_t i = 0; i < nd; i++) ck_assert_msg(h16[i] == want[i], "convert to bf16 [%zu]: %04x, want %04x", i, h16[i], want[i]);
+        float *back = frand(&r, nd, 7, 8), *wantf = malloc(nd * sizeof(float));
+        memcpy(wantf, back, nd * sizeof(float));
+        for (int i = 0; i < rows; i++)
+            for (int j = 0; j < cols; j++) wantf[(size_t)i * ldd + j] = st_bf16_to_f32(want[(size_t)i * ldd + j]);
+        void *df = up(&m, back, nd * sizeof(float));
+        b->convert(b, df, TRM_F32, ldd, dd, TRM_BF16, ldd, rows, cols);
+        down(&m, back, df, nd * sizeof(float));
+        expect_rel("convert to fp32", back, wantf, nd, 0);
+        dm_free(&m);
+        free(src), free(h16), free(want), free(back), free(wantf);
+    }
+    close_pair(&p);
+}
+END_TEST
+
 /* ---- elementwise ------------------------------------------------------------------------- */
 
 static void run_add_axpy(trm_backend *b, float *y, float *z, const float *x1, const float *x2,
                          size_t n) { /* y = x1 + x2; z −= 0.37·x1 (z in/out) */
     dmem m = {.b = b};
-    float *dy = nan_buf(&m, n), *dz = up(&m, z, n * sizeof(float));
-    const float *d1 = up(&m, x1, n * sizeof(float)), *d2 = up(&m, x2, n * sizeof(float));
+    void *dy = nan_act(&m, n), *dz = upa(&m, z, n);
+    const void *d1 = upa(&m, x1, n), *d2 = upa(&m, x2, n);
     b->add(b, dy, d1, d2, n);
     b->axpy(b, dz, d1, -0.37f, n);
-    down(&m, y, dy, n * sizeof(float));
-    down(&m, z, dz, n * sizeof(float));
+    downa(&m, y, dy, n);
+    downa(&m, z, dz, n);
     dm_free(&m);
 }
 
-static void run_transpose(trm_backend *b, float *out, const float *in, int B, int R, int C) {
+/* in (B, R, ldi) → out (B, C, ldo); out starts as NaN, so its pads must be written */
+static void run_transpose(trm_backend *b, float *out, const float *in, int B, int R, int C, int ldi, int ldo) {
     dmem m = {.b = b};
-    size_t n = (size_t)B * R * C;
-    float *d = nan_buf(&m, n);
-    b->transpose(b, d, up(&m, in, n * sizeof(float)), B, R, C);
-    down(&m, out, d, n * sizeof(float));
+    size_t ni = (size_t)B * R * ldi, no = (size_t)B * C * ldo;
+    void *d = nan_act(&m, no);
+    b->transpose(b, d, ldo, upa(&m, in, ni), ldi, B, R, C);
+    downa(&m, out, d, no);
     dm_free(&m);
+}
+
+static void add_axpy_transpose(pair *p, int bf16) {
+    tr_rng r = {3};
+    size_t sizes[] = {1, 1001, 2 * 97 * 512 + 3, 2 * 97 * 512};
+    for (int k = 0; k < 4; k++) {
+        size_t n = sizes[k], bytes = n * sizeof(float);
+        float *x1 = frand(&r, n, -3, 3), *x2 = frand(&r, n, -3, 3), *z = frand(&r, n, -3, 3);
+        if (bf16) round_bf16(x1, n), round_bf16(x2, n), round_bf16(z, n);
+        float *yr = malloc(bytes), *yd = malloc(bytes), *zd = dup_host(z, bytes);
+        run_add_axpy(p->ref, yr, z, x1, x2, n);
+        run_add_axpy(p->dev, yd, zd, x1, x2, n);
+        if (bf16) round_bf16(yr, n); /* one correctly rounded add in each type: exact */
+        expect_rel("add", yd, yr, n, 0);
+        expect_rel("axpy", zd, z, n, bf16 ? TOL_ACT16 : TOL);
+        free(x1), free(x2), free(z), free(yr), free(yd), free(zd);
+    }
+    /* B, R, C, extra input stride, extra output stride (mlp_t: 97 rows into rows of 104) */
+    int dims[][5] = {{3, 37, 45, 0, 0}, {1, 1, 77, 0, 0}, {2, 77, 1, 0, 0}, {8, 97, 64, 0, 0}, {2, 194, 512, 0, 0},
+                     {4, 97, 64, 0, 7}, {3, 64, 97, 7, 0}, {2, 33, 20, 4, 3}};
+    for (int k = 0; k < 8; k++) {
+        int B = dims[k][0], R = dims[k][1], C = dims[k][2], ldi = C + dims[k][3], ldo = R + dims[k][4];
+        size_t ni = (size_t)B * R * ldi, no = (size_t)B * C * ldo;
+        float *in = frand(&r, ni, -1, 1), *o1 = malloc(no * sizeof(float)), *o2 = malloc(no * sizeof(float));
+        if (bf16) round_bf16(in, ni);
+        run_transpose(p->ref, o1, in, B, R, C, ldi, ldo);
+        run_transpose(p->dev, o2, in, B, R, C, ldi, ldo);
+        expect_rel("transpose", o2, o1, no, 0);
+        free(in), free(o1), free(o2);
+    }
 }
 
 START_TEST(test_add_axpy_transpose) {
     pair p = open_pair();
-    tr_rng r = {3};
-    size_t sizes[] = {1, 1001, 2 * 97 * 512 + 3};
-    for (int k = 0; k < 3; k++) {
-        size_t n = sizes[k], bytes = n * sizeof(float);
-        float *x1 = frand(&r, n, -3, 3), *x2 = frand(&r, n, -3, 3), *z = frand(&r, n, -3, 3);
-        float *yr = malloc(bytes), *yd = malloc(bytes), *zd = dup_host(z, bytes);
-        run_add_axpy(p.ref, yr, z, x1, x2, n);
-        run_add_axpy(p.dev, yd, zd, x1, x2, n);
-        expect_rel("add", yd, yr, n, 0); /* one correctly rounded add: exact */
-        expect_rel("axpy", zd, z, n, TOL);
-        free(x1), free(x2), free(z), free(yr), free(yd), free(zd);
-    }
-    int dims[][3] = {{3, 37, 45}, {1, 1, 77}, {2, 77, 1}, {8, 97, 64}, {2, 194, 512}};
-    for (int k = 0; k < 5; k++) {
-        int B = dims[k][0], R = dims[k][1], C = dims[k][2];
-        size_t n = (size_t)B * R * C;
-        float *in = frand(&r, n, -1, 1), *o1 = malloc(n * sizeof(float)),
-              *o2 = malloc(n * sizeof(float));
-        run_transpose(p.ref, o1, in, B, R, C);
-        run_transpose(p.dev, o2, in, B, R, C);
-        expect_rel("transpose", o2, o1, n, 0);
-        free(in), free(o1), free(o2);
-    }
+    add_axpy_transpose(&p, 0);
     close_pair(&p);
 }
 END_TEST
 
 /* ---- RMS norm and SwiGLU ----------------------------------------------------------------- */
 
+/* rows of ld (≥ dim); the backward from the forward's own y */
 static void run_rms(trm_backend *b, float *y, float *rstd, float *dx, const float *x,
-                    const float *res, const float *dy, int rows, int dim) {
+                    const float *res, const float *dy, int rows, int dim, int ld) {
     dmem m = {.b = b};
-    size_t n = (size_t)rows * dim;
-    float *dY = nan_buf(&m, n), *dR = nan_buf(&m, (size_t)rows), *dX = nan_buf(&m, n);
-    b->rmsnorm_fwd(b, dY, dR, up(&m, x, n * sizeof(float)),
-                   up(&m, res, res ? n * sizeof(float) : 0), rows, dim, 1e-5f);
-    down(&m, y, dY, n * sizeof(float));
+    size_t n = (size_t)rows * ld;
+    void *dY = nan_act(&m, n), *dX = nan_act(&m, n);
+    float *dR = nan_buf(&m, (size_t)rows);
+    b->rmsnorm_fwd(b, dY, dR, upa(&m, x, n), upa(&m, res, n), rows, dim, ld, 1e-5f);
+    downa(&m, y, dY, n);
     down(&m, rstd, dR, (size_t)rows * sizeof(float));
-    b->rmsnorm_bwd(b, dX, up(&m, dy, n * sizeof(float)), dY, dR, rows, dim);
-    down(&m, dx, dX, n * sizeof(float));
+    b->rmsnorm_bwd(b, dX, upa(&m, dy, n), dY, dR, rows, dim, ld);
+    downa(&m, dx, dX, n);
     dm_free(&m);
+}
+
+static void rmsnorm_cases(pair *p, int bf16) {
+    tr_rng r = {4};
+    /* rows, dim, ld: the channel norm (D = 512), mlp_t's token norm (97 of rows of 104) */
+    int dims[][3] = {{1, 37, 37}, {45, 45, 45}, {2 * 97, 512, 512}, {3, 1000, 1000}, {300, 97, 104}, {5, 13, 16}};
+    for (int k = 0; k < 12; k++) {
+        int rows = dims[k / 2][0], dim = dims[k / 2][1], ld = dims[k / 2][2], with_res = k % 2;
+        size_t n = (size_t)rows * ld, bytes = n * sizeof(float);
+        float *x = frand(&r, n, -2, 2), *res = with_res ? frand(&r, n, -2, 2) : NULL;
+        float *dy = frand(&r, n, -1, 1);
+        if (bf16) round_bf16(x, n), round_bf16(res, n), round_bf16(dy, n);
+        float *y[2] = {malloc(bytes), malloc(bytes)}, *dx[2] = {malloc(bytes), malloc(bytes)};
+        float *rs[2] = {malloc((size_t)rows * sizeof(float)), malloc((size_t)rows * sizeof(float))};
+        run_rms(p->ref, y[0], rs[0], dx[0], x, res, dy, rows, dim, ld);
+        run_rms(p->dev, y[1], rs[1], dx[1], x, res, dy, rows, dim, ld);
+        char what[64];
+        snprintf(what, sizeof what, "rmsnorm %dx%d ld=%d res=%d", rows, dim, ld, with_res);
+        /* bf16: the device rounds x + res to bf16 as the reference model does; the cpu keeps it */
+        double tol = bf16 ? TOL_ACT16 : TOL;
+        expect_rel(what, y[1], y[0], n, tol);
+        expect_rel(what, rs[1], rs[0], (size_t)rows, tol);
+        expect_rel(what, dx[1], dx[0], n, bf16 ? 2 * TOL_ACT16 : TOL);
+        for (int i = 0; i < rows; i++)
+            for (int d = dim; d < ld; d++)
+                ck_assert_msg(y[1][(size_t)i * ld + d] == 0 && dx[1][(size_t)i * ld + d] == 0, "%s: pad not zero", what);
+        free(x), free(res), free(dy);
+        for (int i = 0; i < 2; i++) free(y[i]), free(dx[i]), free(rs[i]);
+    }
 }
 
 START_TEST(test_rmsnorm) {
     pair p = open_pair();
-    tr_rng r = {4};
-    int dims[][2] = {{1, 37}, {45, 45}, {2 * 97, 512}, {3, 1000}};
-    for (int k = 0; k < 8; k++) {
-        int rows = dims[k / 2][0], dim = dims[k / 2][1], with_res = k % 2;
-        size_t n = (size_t)rows * dim, bytes = n * sizeof(float);
-        float *x = frand(&r, n, -2, 2), *res = with_res ? frand(&r, n, -2, 2) : NULL;
-        float *dy = frand(&r, n, -1, 1);
-        float *y[2] = {malloc(bytes), malloc(bytes)}, *dx[2] = {malloc(bytes), malloc(bytes)};
-        float *rs[2] = {malloc((size_t)rows * sizeof(float)), malloc((size_t)rows * sizeof(float))};
-        run_rms(p.ref, y[0], rs[0], dx[0], x, res, dy, rows, dim);
-        run_rms(p.dev, y[1], rs[1], dx[1], x, res, dy, rows, dim);
-        char what[64];
-        snprintf(what, sizeof what, "rmsnorm %dx%d res=%d", rows, dim, with_res);
-        expect_rel(what, y[1], y[0], n, TOL);
-        expect_rel(what, rs[1], rs[0], (size_t)rows, TOL);
-        expect_rel(what, dx[1], dx[0], n, TOL);
-        free(x), free(res), free(dy);
-        for (int i = 0; i < 2; i++) free(y[i]), free(dx[i]), free(rs[i]);
-    }
+    rmsnorm_cases(&p, 0);
     close_pair(&p);
 }
 END_TEST
@@ -418,31 +579,36 @@ static void run_swiglu(trm_backend *b, float *out, float *dgu, const float *gu, 
                        int rows, int I) {
     dmem m = {.b = b};
     size_t n = (size_t)rows * I;
-    float *dO = nan_buf(&m, n), *dG = nan_buf(&m, 2 * n);
-    const float *dgu_in = up(&m, gu, 2 * n * sizeof(float));
+    void *dO = nan_act(&m, n), *dG = nan_act(&m, 2 * n);
+    const void *dgu_in = upa(&m, gu, 2 * n);
     b->swiglu_fwd(b, dO, dgu_in, rows, I);
-    b->swiglu_bwd(b, dG, up(&m, dout, n * sizeof(float)), dgu_in, rows, I);
-    down(&m, out, dO, n * sizeof(float));
-    down(&m, dgu, dG, 2 * n * sizeof(float));
+    b->swiglu_bwd(b, dG, upa(&m, dout, n), dgu_in, rows, I);
+    downa(&m, out, dO, n);
+    downa(&m, dgu, dG, 2 * n);
     dm_free(&m);
+}
+
+static void swiglu_cases(pair *p, int bf16) {
+    tr_rng r = {5};
+    int dims[][2] = {{1, 37}, {45, 77}, {2 * 97, 1536}, {64, 512}};
+    for (int k = 0; k < 4; k++) {
+        int rows = dims[k][0], I = dims[k][1];
+        size_t n = (size_t)rows * I;
+        float *gu = frand(&r, 2 * n, -6, 6), *dout = frand(&r, n, -1, 1);
+        if (bf16) round_bf16(gu, 2 * n), round_bf16(dout, n);
+        float *o[2] = {malloc(n * sizeof(float)), malloc(n * sizeof(float))};
+        float *g[2] = {malloc(2 * n * sizeof(float)), malloc(2 * n * sizeof(float))};
+        for (int s = 0; s < 2; s++) run_swiglu(s ? p->dev : p->ref, o[s], g[s], gu, dout, rows, I);
+        expect_rel("swiglu_fwd", o[1], o[0], n, bf16 ? TOL_ACT16 : TOL);
+        expect_rel("swiglu_bwd", g[1], g[0], 2 * n, bf16 ? TOL_ACT16 : TOL);
+        free(gu), free(dout);
+        for (int s = 0; s < 2; s++) free(o[s]), free(g[s]);
+    }
 }
 
 START_TEST(test_swiglu) {
     pair p = open_pair();
-    tr_rng r = {5};
-    int dims[][2] = {{1, 37}, {45, 77}, {2 * 97, 1536}};
-    for (int k = 0; k < 3; k++) {
-        int rows = dims[k][0], I = dims[k][1];
-        size_t n = (size_t)rows * I;
-        float *gu = frand(&r, 2 * n, -6, 6), *dout = frand(&r, n, -1, 1);
-        float *o[2] = {malloc(n * sizeof(float)), malloc(n * sizeof(float))};
-        float *g[2] = {malloc(2 * n * sizeof(float)), malloc(2 * n * sizeof(float))};
-        for (int s = 0; s < 2; s++) run_swiglu(s ? p.dev : p.ref, o[s], g[s], gu, dout, rows, I);
-        expect_rel("swiglu_fwd", o[1], o[0], n, TOL);
-        expect_rel("swiglu_bwd", g[1], g[0], 2 * n, TOL);
-        free(gu), free(dout);
-        for (int s = 0; s < 2; s++) free(o[s]), free(g[s]);
-    }
+    swiglu_cases(&p, 0);
     close_pair(&p);
 }
 END_TEST
@@ -453,17 +619,17 @@ static void run_rope(trm_backend *b, float *qkv, const float *cs, const float *s
                      int H, int hd, int bwd) {
     dmem m = {.b = b};
     size_t n = (size_t)B * T * 3 * H * hd, nt = (size_t)T * hd * sizeof(float);
-    float *d = up(&m, qkv, n * sizeof(float));
+    void *d = upa(&m, qkv, n);
     if (bwd)
         b->rope_bwd(b, d, up(&m, cs, nt), up(&m, sn, nt), B, T, H, hd);
     else
         b->rope_fwd(b, d, up(&m, cs, nt), up(&m, sn, nt), B, T, H, hd);
-    down(&m, qkv, d, n * sizeof(float));
+    downa(&m, qkv, d, n);
     dm_free(&m);
 }
 
-START_TEST(test_rope) {
-    pair p = open_pair();
+static void rope_cases(pair *pp, int bf16) {
+    pair p = *pp;
     tr_rng r = {6};
     int dims[][4] = {{3, 37, 2, 64}, {3, 37, 2, 16}, {1, 1, 1, 16}, {2, 97, 8, 64}};
     for (int k = 0; k < 4; k++) {
@@ -471,6 +637,7 @@ START_TEST(test_rope) {
         size_t n = (size_t)B * T * 3 * H * hd, bytes = n * sizeof(float);
         float *cs = frand(&r, (size_t)T * hd, -1, 1), *sn = frand(&r, (size_t)T * hd, -1, 1);
         float *x = frand(&r, n, -2, 2);
+        if (bf16) round_bf16(x, n);
         for (int bwd = 0; bwd < 2; bwd++) {
             float *xr = dup_host(x, bytes), *xd = dup_host(x, bytes);
             run_rope(p.ref, xr, cs, sn, B, T, H, hd, bwd);
@@ -479,11 +646,16 @@ START_TEST(test_rope) {
             char what[64];
             snprintf(what, sizeof what, "rope_%s B=%d T=%d H=%d hd=%d", bwd ? "bwd" : "fwd", B, T,
                      H, hd);
-            expect_rel(what, xd, xr, n, TOL); /* v parts included: both leave them alone */
+            expect_rel(what, xd, xr, n, bf16 ? TOL_ACT16 : TOL); /* v parts included: both leave them alone */
             free(xr), free(xd);
         }
         free(cs), free(sn), free(x);
     }
+}
+
+START_TEST(test_rope) {
+    pair p = open_pair();
+    rope_cases(&p, 0);
     close_pair(&p);
 }
 END_TEST
@@ -492,9 +664,10 @@ static void run_att_fwd(trm_backend *b, float *out, float *lse, const float *qkv
                         int H, int hd) {
     dmem m = {.b = b};
     size_t no = (size_t)B * T * H * hd, nl = (size_t)B * H * T;
-    float *dO = nan_buf(&m, no), *dL = nan_buf(&m, nl);
-    b->attention_fwd(b, dO, dL, up(&m, qkv, 3 * no * sizeof(float)), B, T, H, hd);
-    down(&m, out, dO, no * sizeof(float));
+    void *dO = nan_act(&m, no);
+    float *dL = nan_buf(&m, nl);
+    b->attention_fwd(b, dO, dL, upa(&m, qkv, 3 * no), B, T, H, hd);
+    downa(&m, out, dO, no);
     down(&m, lse, dL, nl * sizeof(float));
     dm_free(&m);
 }
@@ -503,30 +676,36 @@ static void run_att_bwd(trm_backend *b, float *dqkv, const float *dout, const fl
                         const float *out, const float *lse, int B, int T, int H, int hd) {
     dmem m = {.b = b};
     size_t no = (size_t)B * T * H * hd, nl = (size_t)B * H * T;
-    float *d = nan_buf(&m, 3 * no);
-    b->attention_bwd(b, d, up(&m, dout, no * sizeof(float)), up(&m, qkv, 3 * no * sizeof(float)),
-                     up(&m, out, no * sizeof(float)), up(&m, lse, nl * sizeof(float)), B, T, H, hd);
-    down(&m, dqkv, d, 3 * no * sizeof(float));
+    void *d = nan_act(&m, 3 * no);
+    b->attention_bwd(b, d, upa(&m, dout, no), upa(&m, qkv, 3 * no), upa(&m, out, no),
+                     up(&m, lse, nl * sizeof(float)), B, T, H, hd);
+    downa(&m, dqkv, d, 3 * no);
     dm_free(&m);
 }
 
-/* dims: n cases of {B, T, H, hd}; the device side in bf16 when bf16 is set (cuda: the fused
- * kernels for head dim 64), the reference always fp32. */
+/* dims: n cases of {B, T, H, hd}; the device side on bf16 activations when bf16 is set (cuda:
+ * the fused kernels for head dim 64), the reference always fp32 on the same rounded inputs. */
 static void attention_cases(int bf16, const int (*dims)[4], int ncases, double tol, double tol_grad) {
     pair p = open_pair();
-    p.dev->use_bf16 = bf16;
+    if (bf16 && !bf16_acts(&p)) {
+        close_pair(&p);
+        return;
+    }
     tr_rng r = {7};
     for (int k = 0; k < ncases; k++) {
         int B = dims[k][0], T = dims[k][1], H = dims[k][2], hd = dims[k][3];
         size_t no = (size_t)B * T * H * hd, nl = (size_t)B * H * T;
         float *qkv = frand(&r, 3 * no, -2, 2), *dout = frand(&r, no, -1, 1);
+        if (bf16) round_bf16(qkv, 3 * no), round_bf16(dout, no);
         float *o[2], *l[2], *g[2];
         for (int s = 0; s < 2; s++) {
             o[s] = malloc(no * sizeof(float)), l[s] = malloc(nl * sizeof(float));
             g[s] = malloc(3 * no * sizeof(float));
             run_att_fwd(s ? p.dev : p.ref, o[s], l[s], qkv, B, T, H, hd);
         }
-        /* the backward of both sides from the reference forward's out and lse */
+        /* the backward of both sides from the reference forward's out (rounded as the device keeps
+         * it) and lse */
+        if (bf16) round_bf16(o[0], no);
         for (int s = 0; s < 2; s++)
             run_att_bwd(s ? p.dev : p.ref, g[s], dout, qkv, o[0], l[0], B, T, H, hd);
         char what[64];
@@ -618,12 +797,12 @@ static void run_embed(trm_backend *b, const trm_embed_args *h, int V, int nid, c
     a.puzzle_ids = up(&m, h->puzzle_ids, (size_t)h->B * sizeof(int32_t));
     a.puz_w = up(&m, h->puz_w, (size_t)nid * h->ndim * f);
     a.pos_w = up(&m, h->pos_w, (size_t)T * h->D * f);
-    float *dO = nan_buf(&m, no);
+    void *dO = nan_act(&m, no);
     b->embed_fwd(b, dO, &a);
-    down(&m, out, dO, no * f);
+    downa(&m, out, dO, no);
     float *dT = up(&m, dtok, (size_t)V * h->D * f), *dP = up(&m, dpos, (size_t)T * h->D * f);
     float *dZ = h->ndim > 0 ? nan_buf(&m, (size_t)h->B * h->ndim) : NULL;
-    b->embed_bwd(b, up(&m, dout, no * f), &a, dT, dP, dZ);
+    b->embed_bwd(b, upa(&m, dout, no), &a, dT, dP, dZ);
     down(&m, dtok, dT, (size_t)V * h->D * f);
     if (dpos) down(&m, dpos, dP, (size_t)T * h->D * f);
     if (dZ) down(&m, dpuz, dZ, (size_t)h->B * h->ndim * f);
@@ -631,7 +810,7 @@ static void run_embed(trm_backend *b, const trm_embed_args *h, int V, int nid, c
 }
 
 static void embed_check(pair *p, tr_rng *r, int B, int S, int P, int D, int V, int nid, int ndim,
-                        int pos) {
+                        int pos, int bf16) {
     int T = P + S;
     size_t no = (size_t)B * T * D, nt = (size_t)V * D, np = (size_t)T * D, nz = (size_t)B * ndim;
     trm_embed_args a = {.B = B, .S = S, .P = P, .D = D, .ndim = ndim, .scale = sqrtf((float)D),
@@ -639,6 +818,7 @@ static void embed_check(pair *p, tr_rng *r, int B, int S, int P, int D, int V, i
     int32_t *tok = irand(r, (size_t)B * S, 0, V), *pid = ndim ? irand(r, (size_t)B, 0, nid) : NULL;
     float *tw = frand(r, nt, -1, 1), *pw = ndim ? frand(r, (size_t)nid * ndim, -1, 1) : NULL;
     float *posw = pos ? frand(r, np, -1, 1) : NULL, *dout = frand(r, no, -1, 1);
+    if (bf16) round_bf16(dout, no);
     a.tokens = tok, a.tok_w = tw, a.puzzle_ids = pid, a.puz_w = pw, a.pos_w = posw;
     float *out[2], *dt[2], *dp[2] = {NULL, NULL}, *dz[2];
     float *dt0 = frand(r, nt, -1, 1), *dp0 = frand(r, np, -1, 1);
@@ -650,24 +830,28 @@ static void embed_check(pair *p, tr_rng *r, int B, int S, int P, int D, int V, i
     }
     char what[96];
     snprintf(what, sizeof what, "embed B=%d S=%d P=%d D=%d ndim=%d pos=%d", B, S, P, D, ndim, pos);
-    expect_rel(what, out[1], out[0], no, TOL);
-    expect_rel(what, dt[1], dt[0], nt, TOL);
+    expect_rel(what, out[1], out[0], no, bf16 ? TOL_ACT16 : TOL);
+    expect_rel(what, dt[1], dt[0], nt, TOL); /* fp32 sums of the same (rounded) gradients */
     if (pos) expect_rel(what, dp[1], dp[0], np, TOL);
     if (ndim) expect_rel(what, dz[1], dz[0], nz, TOL);
     free(tok), free(pid), free(tw), free(pw), free(posw), free(dout), free(dt0), free(dp0);
     for (int s = 0; s < 2; s++) free(out[s]), free(dt[s]), free(dp[s]), free(dz[s]);
 }
 
-START_TEST(test_embed) {
-    pair p = open_pair();
+static void embed_cases(pair *p, int bf16) {
     tr_rng r = {9};
     for (int pos = 0; pos < 2; pos++) {
-        embed_check(&p, &r, 3, 37, 2, 40, 13, 7, 2 * 40 - 7, pos); /* ndim < P·D */
-        embed_check(&p, &r, 3, 37, 2, 40, 13, 7, 2 * 40, pos);     /* ndim = P·D */
-        embed_check(&p, &r, 1, 1, 1, 40, 3, 2, 40, pos);
-        embed_check(&p, &r, 3, 37, 0, 40, 13, 0, 0, pos);          /* no puzzle embedding */
-        embed_check(&p, &r, 6, 81, 16, 512, 12, 50, 512, pos);
+        embed_check(p, &r, 3, 37, 2, 40, 13, 7, 2 * 40 - 7, pos, bf16); /* ndim < P·D */
+        embed_check(p, &r, 3, 37, 2, 40, 13, 7, 2 * 40, pos, bf16);     /* ndim = P·D */
+        embed_check(p, &r, 1, 1, 1, 40, 3, 2, 40, pos, bf16);
+        embed_check(p, &r, 3, 37, 0, 40, 13, 0, 0, pos, bf16);          /* no puzzle embedding */
+        embed_check(p, &r, 6, 81, 16, 512, 12, 50, 512, pos, bf16);
     }
+}
+
+START_TEST(test_embed) {
+    pair p = open_pair();
+    embed_cases(&p, 0);
     close_pair(&p);
 }
 END_TEST
@@ -783,21 +967,21 @@ static void run_act_reset(trm_backend *b, int B, int T, int D, int S, const uint
                           const float *Hi, const float *Li, act_state *st, const int32_t *n_in,
                           const int32_t *n_lab, const int32_t *n_pid) {
     dmem m = {.b = b};
-    size_t nz = (size_t)B * T * D * sizeof(float), nt = (size_t)B * S * sizeof(int32_t);
+    size_t nz = (size_t)B * T * D, nt = (size_t)B * S * sizeof(int32_t);
     size_t nb = (size_t)B * sizeof(int32_t);
-    float *zH = up(&m, st->zH, nz), *zL = up(&m, st->zL, nz);
+    void *zH = upa(&m, st->zH, nz), *zL = upa(&m, st->zL, nz);
     int32_t *steps = up(&m, st->steps, nb), *in = up(&m, st->in, nt), *lab = up(&m, st->lab, nt);
     int32_t *pid = up(&m, st->pid, nb);
     b->act_reset(b, B, T, D, S, up(&m, halted, (size_t)B), zH, zL,
                  up(&m, Hi, (size_t)D * sizeof(float)), up(&m, Li, (size_t)D * sizeof(float)),
                  steps, in, lab, pid, up(&m, n_in, nt), up(&m, n_lab, nt), up(&m, n_pid, nb));
-    down(&m, st->zH, zH, nz), down(&m, st->zL, zL, nz), down(&m, st->steps, steps, nb);
+    downa(&m, st->zH, zH, nz), downa(&m, st->zL, zL, nz), down(&m, st->steps, steps, nb);
     down(&m, st->in, in, nt), down(&m, st->lab, lab, nt), down(&m, st->pid, pid, nb);
     dm_free(&m);
 }
 
-START_TEST(test_act_reset) {
-    pair p = open_pair();
+static void act_reset_cases(pair *pp, int bf16) {
+    pair p = *pp;
     tr_rng r = {11};
     int dims[][4] = {{7, 39, 40, 37}, {1, 1, 33, 1}, {16, 97, 512, 81}}; /* B, T, D, S */
     for (int k = 0; k < 3; k++) {
@@ -807,12 +991,14 @@ START_TEST(test_act_reset) {
         halted[0] = 1;
         if (B > 1) halted[1] = 0;
         float *Hi = frand(&r, (size_t)D, -1, 1), *Li = frand(&r, (size_t)D, -1, 1);
+        if (bf16) round_bf16(Hi, (size_t)D), round_bf16(Li, (size_t)D); /* then rows are exact */
         int32_t *n_in = irand(&r, nt, 0, 12), *n_lab = irand(&r, nt, 0, 12);
         int32_t *n_pid = irand(&r, (size_t)B, 0, 1000);
         act_state st[2];
         st[0] = (act_state){frand(&r, nz, -1, 1),      frand(&r, nz, -1, 1),
                             irand(&r, (size_t)B, 1, 16), irand(&r, nt, 0, 12),
                             irand(&r, nt, 0, 12),        irand(&r, (size_t)B, 0, 1000)};
+        if (bf16) round_bf16(st[0].zH, nz), round_bf16(st[0].zL, nz);
         st[1] = (act_state){dup_host(st[0].zH, nz * 4), dup_host(st[0].zL, nz * 4),
                             dup_host(st[0].steps, (size_t)B * 4), dup_host(st[0].in, nt * 4),
                             dup_host(st[0].lab, nt * 4), dup_host(st[0].pid, (size_t)B * 4)};
@@ -832,6 +1018,11 @@ START_TEST(test_act_reset) {
             free(a->zH), free(a->zL), free(a->steps), free(a->in), free(a->lab), free(a->pid);
         }
     }
+}
+
+START_TEST(test_act_reset) {
+    pair p = open_pair();
+    act_reset_cases(&p, 0);
     close_pair(&p);
 }
 END_TEST
@@ -1020,7 +1211,7 @@ typedef struct { /* one step's state: the device pointers of a backend, or host 
 
 /* A GEMM accumulating into C, attention and act_update (reading its rng_step from memory). */
 static void step_ops(trm_backend *b, const step_state *d) {
-    b->gemm(b, 0, 1, G_M, G_N, G_K, 0.5f, d->A, G_K, 0, d->Bm, G_K, 0, 1.0f, d->C, G_N, 0, 1);
+    b->gemm(b, TR_F32x3, 0, 1, G_M, G_N, G_K, 0.5f, d->A, G_K, 0, d->Bm, G_K, 0, 1.0f, d->C, G_N, 0, 1);
     b->attention_fwd(b, d->out, d->lse, d->qkv, 1, G_T, G_H, G_HD);
     b->act_update(b, G_B, d->steps, d->halted, d->q, 16, 1, 0, 0.5f, 99, 0, d->rng);
 }
@@ -1092,6 +1283,36 @@ START_TEST(test_graph_replay) {
 }
 END_TEST
 
+/* ---- every op on activations again, the device in bf16-activation mode --------------------- */
+
+START_TEST(test_bf16_elementwise) {
+    pair p = open_pair();
+    if (bf16_acts(&p)) add_axpy_transpose(&p, 1);
+    close_pair(&p);
+}
+END_TEST
+
+START_TEST(test_bf16_rmsnorm_swiglu_rope) {
+    pair p = open_pair();
+    if (bf16_acts(&p)) {
+        rmsnorm_cases(&p, 1);
+        swiglu_cases(&p, 1);
+        rope_cases(&p, 1);
+    }
+    close_pair(&p);
+}
+END_TEST
+
+START_TEST(test_bf16_embed_act_reset) {
+    pair p = open_pair();
+    if (bf16_acts(&p)) {
+        embed_cases(&p, 1);
+        act_reset_cases(&p, 1);
+    }
+    close_pair(&p);
+}
+END_TEST
+
 /* ---- main -------------------------------------------------------------------------------- */
 
 static Suite *parity_suite(void) {
@@ -1107,7 +1328,6 @@ static Suite *parity_suite(void) {
     tcase_add_test(tc, test_swiglu);
     tcase_add_test(tc, test_rope);
     tcase_add_test(tc, test_attention);
-    tcase_add_test(tc, test_attention_bf16);
     tcase_add_test(tc, test_bias);
     tcase_add_test(tc, test_embed);
     tcase_add_test(tc, test_loss_head);
@@ -1118,7 +1338,16 @@ static Suite *parity_suite(void) {
     tcase_add_test(tc, test_sign_sgd_sparse);
     tcase_add_test(tc, test_ema);
     tcase_add_test(tc, test_graph_replay);
+    tcase_add_test(tc, test_convert);
     suite_add_tcase(s, tc);
+    TCase *t16 = tcase_create("bf16 activations");
+    tcase_set_timeout(t16, 300);
+    tcase_add_test(t16, test_gemm_bf16_acts);
+    tcase_add_test(t16, test_bf16_elementwise);
+    tcase_add_test(t16, test_bf16_rmsnorm_swiglu_rope);
+    tcase_add_test(t16, test_attention_bf16);
+    tcase_add_test(t16, test_bf16_embed_act_reset);
+    suite_add_tcase(s, t16);
     return s;
 }
 

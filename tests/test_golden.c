@@ -109,13 +109,17 @@ static int jbool(const golden *g, const char *key) {
 #define TOL_OUT 3e-5
 #define TOL_GRAD 1e-4
 /* bf16 GEMM operands (8-bit mantissa, fp32 accumulation) leave ~4e-3 per product, and the
- * recursion chains every block of every cycle: measured on an H100 (cuda, use_bf16), outputs
- * differ from the float32 reference by up to 6.6e-2 of their scale (mlp_t z_H, step 1) and
- * gradients by up to 5.6e-2; on cpu (VDPBF16PS) HRM's puzzle-embedding gradient by up to
- * 1.0e-1 (1.38e-1 when attention's products were bf16 too), the largest seen. Outputs are held to 1e-1,
- * gradients and updated weights to 2e-1. */
-#define TOL_OUT_BF16 1e-1
-#define TOL_GRAD_BF16 2e-1
+ * recursion chains every block of every cycle; where the backend also keeps the activations in
+ * bf16 (cuda, as the reference's bf16 run keeps every tensor), each op's output is rounded too.
+ * Measured against the float32 reference: on cpu (VDPBF16PS, fp32 activations) HRM's
+ * puzzle-embedding gradient by up to 1.0e-1 (1.38e-1 when attention's products were bf16 too);
+ * on an H100 with bf16 activations, mlp_t's step-1 q_continue logits by 1.75e-1 of their scale
+ * (four small sums of 32 products of bf16 z_H, with cancellation) and HRM's puzzle-embedding
+ * gradient by 2.21e-1, the largest seen. Outputs are held to 2.5e-1, gradients and updated
+ * weights to 3e-1; halting, steps and predictions must agree (MIN_AGREE_BF16 below), which is
+ * what a wrong model fails. */
+#define TOL_OUT_BF16 2.5e-1
+#define TOL_GRAD_BF16 3e-1
 /* bf16: the share of halting flags, step counts and predictions that must match exactly */
 #define MIN_AGREE_BF16 0.85
 static double rel_err(const float *a, const float *b, size_t n) {
@@ -197,7 +201,7 @@ static void open_golden(golden *g, const char *variant) {
     g->be = en->create(-1, &e);
     ck_assert_msg(g->be != NULL, "%s", e.msg);
     g->bf16 = test_bf16();
-    if (g->bf16) g->be->use_bf16 = 1;
+    if (g->bf16) trm_backend_set_bf16(g->be, 1); /* bf16 activations too where the backend keeps them */
     g->tol_out = g->bf16 ? TOL_OUT_BF16 : TOL_OUT;
     g->tol_grad = g->bf16 ? TOL_GRAD_BF16 : TOL_GRAD;
     ck_assert_msg(trm_model_create(&g->m, &c, g->be, 0, 0, &e) == 0, "%s", e.msg);
@@ -308,7 +312,8 @@ static void check_outputs(golden *g, const char *prefix, int check_continue, int
             nm = xasprintf("%s/out/%s", prefix, m->arch->state[k]);
             want = load_f32(g, nm, &n);
             ck_assert_int_eq(n, (size_t)m->B * m->T * m->D);
-            float *z = dev_get_f32(g, m->z[k], n);
+            float *z = xmalloc(n * sizeof(float));
+            trm_model_act_get(m, z, m->z[k], n); /* the carry in the model's activation type */
             expect_close(nm, z, want, n, tol);
             free(z);
             free(want);
@@ -453,7 +458,7 @@ static void teacher_force(golden *g, const char *prefix) {
         char *nm = xasprintf("%s/out/%s", prefix, m->arch->state[k]);
         float *z = load_f32(g, nm, &n);
         ck_assert_int_eq(n, (size_t)m->B * m->T * m->D);
-        dev_put(g, m->z[k], z, n * sizeof(float));
+        trm_model_act_put(m, m->z[k], z, n);
         free(z);
         free(nm);
     }

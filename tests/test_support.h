@@ -18,6 +18,9 @@ typedef struct {
     uint64_t s;
 } tr_rng;
 
+/* The element types of an all-fp32 GEMM (activations fp32). */
+#define TR_F32x3 ((trm_gemm_dt){TRM_F32, TRM_F32, TRM_F32})
+
 static inline double tr_uniform(tr_rng *r) { /* splitmix64 → [0, 1) */
     uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

@@ -2,8 +2,12 @@
  * ggml-backend): memory, GEMM, the elementwise and fused ops with their backwards side by
  * side, attention, the loss head, ACT bookkeeping and optimiser updates. Every pointer an
  * op takes is device memory of that backend; all layouts are row-major and contiguous
- * unless a leading dimension / stride says otherwise. Floats are fp32 masters; a backend
- * with bf16 support may run GEMMs in bf16 when `bf16` is set on the backend. */
+ * unless a leading dimension / stride says otherwise. Weights, their gradients, optimiser
+ * state and the small per-row tensors (logits, q, norm and softmax statistics) are fp32.
+ * Activations — the (B,T,·) tensors of the recursion, the carry states included — are
+ * `void *` in the backend's activation type `act_dt`: fp32, or bf16 where a backend keeps
+ * them so (caps.bf16_acts) in a bf16 run, which halves their memory and the bytes every pass
+ * moves. A backend with bf16 support runs its GEMMs in bf16 when `use_bf16` is set. */
 #ifndef TRM_BACKEND_H
 #define TRM_BACKEND_H
 #include <stddef.h>
@@ -16,7 +20,16 @@ typedef struct {
     int distributed;    /* can all-reduce across processes */
     int bf16;           /* can run matmuls in bfloat16 */
     int unified_memory; /* host and device share memory */
+    int bf16_acts;      /* in bf16 runs, keeps activations in bf16 (act_dt = TRM_BF16) */
 } trm_caps;
+
+/* Element types of device tensors. */
+typedef enum { TRM_F32 = 0, TRM_BF16 = 1 } trm_dtype;
+
+/* The element types of a GEMM's A, B and C. */
+typedef struct {
+    uint8_t a, b, c;
+} trm_gemm_dt;
 
 /* The capabilities of every backend trm knows, compiled in or not (mps: the Metal-style
  * backend, Vulkan compute; an instance on a discrete GPU says unified_memory 0). The registry
@@ -27,9 +40,9 @@ typedef struct {
 #define TRM_CPU_DISTRIBUTED 0
 #endif
 /* cpu: bf16 where the CPU has AVX512-BF16 (trm_cpu_caps_here) */
-#define TRM_CAPS_CPU {.compile = 0, .distributed = TRM_CPU_DISTRIBUTED, .bf16 = 0, .unified_memory = 1}
-#define TRM_CAPS_CUDA {.compile = 1, .distributed = 1, .bf16 = 1, .unified_memory = 0}
-#define TRM_CAPS_MPS {.compile = 0, .distributed = 0, .bf16 = 0, .unified_memory = 1}
+#define TRM_CAPS_CPU {.compile = 0, .distributed = TRM_CPU_DISTRIBUTED, .bf16 = 0, .unified_memory = 1, .bf16_acts = 0}
+#define TRM_CAPS_CUDA {.compile = 1, .distributed = 1, .bf16 = 1, .unified_memory = 0, .bf16_acts = 1}
+#define TRM_CAPS_MPS {.compile = 0, .distributed = 0, .bf16 = 0, .unified_memory = 1, .bf16_acts = 0}
 
 /* Metrics accumulated by the loss head, in this order (sums over the batch). */
 enum {
@@ -82,7 +95,9 @@ struct trm_dist;
 struct trm_backend {
     const char *name;
     trm_caps caps;
-    int use_bf16; /* set by policy when forward_dtype=bfloat16 and caps.bf16 */
+    int use_bf16; /* set by policy when forward_dtype=bfloat16 and caps.bf16 (trm_backend_set_bf16) */
+    int act_dt;   /* trm_dtype of activations: TRM_BF16 when use_bf16 and caps.bf16_acts */
+    int tune_gemms; /* the compile stage asks GEMM algorithms to be chosen by timing them */
     size_t max_alloc; /* the largest single allocation the device allows; 0: no limit but memory */
     void *ctx;
 
@@ -97,54 +112,59 @@ struct trm_backend {
     void (*sync)(trm_backend *b);
 
     /* ---- GEMM: C[i] = alpha*op(A[i])*op(B[i]) + beta*C[i] for i < batch, with element strides
-     * sA, sB, sC between matrices; op(X) = Xᵀ when the t flag is set. (M×K)(K×N) → M×N. */
-    void (*gemm)(trm_backend *b, int ta, int tb, int M, int N, int K, float alpha,
-                 const float *A, int lda, int64_t sA, const float *B, int ldb, int64_t sB,
-                 float beta, float *C, int ldc, int64_t sC, int batch);
+     * sA, sB, sC between matrices (0: the same matrix for every i); op(X) = Xᵀ when the t flag
+     * is set. (M×K)(K×N) → M×N. dt gives the element types of A, B and C (all TRM_F32 on a
+     * backend without bf16_acts); the products are bf16 with fp32 sums when use_bf16. */
+    void (*gemm)(trm_backend *b, trm_gemm_dt dt, int ta, int tb, int M, int N, int K, float alpha,
+                 const void *A, int lda, int64_t sA, const void *B, int ldb, int64_t sB,
+                 float beta, void *C, int ldc, int64_t sC, int batch);
 
-    /* ---- elementwise ---- */
-    void (*add)(trm_backend *b, float *y, const float *x1, const float *x2, size_t n); /* y=x1+x2 */
-    void (*axpy)(trm_backend *b, float *y, const float *x, float alpha, size_t n);    /* y+=a*x */
-    /* out[b][j][i] = in[b][i][j] for in of shape (batch, rows, cols). */
-    void (*transpose)(trm_backend *b, float *out, const float *in, int batch, int rows, int cols);
-    /* y = rms(x + res) over the last dim; rstd[r] saved; res may be NULL. */
-    void (*rmsnorm_fwd)(trm_backend *b, float *y, float *rstd, const float *x, const float *res,
-                        int rows, int dim, float eps);
-    /* dx = rstd*(dy - y*mean(dy*y)) — the gradient w.r.t. (x + res). */
-    void (*rmsnorm_bwd)(trm_backend *b, float *dx, const float *dy, const float *y,
-                        const float *rstd, int rows, int dim);
+    /* ---- elementwise, on activations (act_dt) ---- */
+    void (*add)(trm_backend *b, void *y, const void *x1, const void *x2, size_t n); /* y=x1+x2 */
+    void (*axpy)(trm_backend *b, void *y, const void *x, float alpha, size_t n);    /* y+=a*x */
+    /* out[b][j][i] = in[b][i][j] for in of shape (batch, rows, cols) with rows ldi apart (and
+     * batch·rows·ldi between matrices), out (batch, cols, rows) with rows ldo ≥ rows apart; the
+     * ldo − rows elements past each out row are written as zeros. */
+    void (*transpose)(trm_backend *b, void *out, int ldo, const void *in, int ldi, int batch, int rows, int cols);
+    /* y = rms(x + res) over the first `dim` elements of rows `ld` apart (res may be NULL);
+     * rstd[r] (fp32) saved; the ld − dim elements past each row of y are written as zeros. */
+    void (*rmsnorm_fwd)(trm_backend *b, void *y, float *rstd, const void *x, const void *res,
+                        int rows, int dim, int ld, float eps);
+    /* dx = rstd*(dy - y*mean(dy*y)) — the gradient w.r.t. (x + res); layout as the forward. */
+    void (*rmsnorm_bwd)(trm_backend *b, void *dx, const void *dy, const void *y,
+                        const float *rstd, int rows, int dim, int ld);
     /* gu: rows×2I ([g | u]); out: rows×I = silu(g)*u. */
-    void (*swiglu_fwd)(trm_backend *b, float *out, const float *gu, int rows, int I);
-    void (*swiglu_bwd)(trm_backend *b, float *dgu, const float *dout, const float *gu, int rows, int I);
-    /* qkv: (B,T,3H,hd); rotates q and k heads in place with cos/sin tables (T×hd). */
-    void (*rope_fwd)(trm_backend *b, float *qkv, const float *cos, const float *sin, int B, int T,
+    void (*swiglu_fwd)(trm_backend *b, void *out, const void *gu, int rows, int I);
+    void (*swiglu_bwd)(trm_backend *b, void *dgu, const void *dout, const void *gu, int rows, int I);
+    /* qkv: (B,T,3H,hd); rotates q and k heads in place with fp32 cos/sin tables (T×hd). */
+    void (*rope_fwd)(trm_backend *b, void *qkv, const float *cos, const float *sin, int B, int T,
                      int H, int hd);
     /* The transpose rotation on dq, dk in place (dv untouched). */
-    void (*rope_bwd)(trm_backend *b, float *dqkv, const float *cos, const float *sin, int B, int T,
+    void (*rope_bwd)(trm_backend *b, void *dqkv, const float *cos, const float *sin, int B, int T,
                      int H, int hd);
-    /* Non-causal softmax(q·kᵀ/√hd)·v. out: (B,T,H,hd); lse: (B,H,T) saved for backward. */
-    void (*attention_fwd)(trm_backend *b, float *out, float *lse, const float *qkv, int B, int T,
+    /* Non-causal softmax(q·kᵀ/√hd)·v. out: (B,T,H,hd); lse (fp32): (B,H,T) saved for backward. */
+    void (*attention_fwd)(trm_backend *b, void *out, float *lse, const void *qkv, int B, int T,
                           int H, int hd);
     /* dqkv fully written (q, k and v parts). */
-    void (*attention_bwd)(trm_backend *b, float *dqkv, const float *dout, const float *qkv,
-                          const float *out, const float *lse, int B, int T, int H, int hd);
+    void (*attention_bwd)(trm_backend *b, void *dqkv, const void *dout, const void *qkv,
+                          const void *out, const float *lse, int B, int T, int H, int hd);
     /* y[r][c] += bias[c] ; dbias[c] += Σ_r dy[r][c]. Row stride ld. */
     void (*bias_fwd)(trm_backend *b, float *y, const float *bias, int rows, int cols, int ld);
     void (*bias_bwd)(trm_backend *b, float *dbias, const float *dy, int rows, int cols, int ld);
 
-    /* ---- embeddings: out (B, T, D) ---- */
-    void (*embed_fwd)(trm_backend *b, float *out, const trm_embed_args *a);
+    /* ---- embeddings: out (B, T, D), an activation ---- */
+    void (*embed_fwd)(trm_backend *b, void *out, const trm_embed_args *a);
     /* dout (B,T,D) → accumulates d_tok_w (V×D) and d_pos_w (T×D, if pos); writes
      * d_puz_rows (B×ndim, the gradient of the gathered puzzle rows) when ndim > 0. */
-    void (*embed_bwd)(trm_backend *b, const float *dout, const trm_embed_args *a, float *d_tok_w,
+    void (*embed_bwd)(trm_backend *b, const void *dout, const trm_embed_args *a, float *d_tok_w,
                       float *d_pos_w, float *d_puz_rows);
 
     /* ---- loss head and ACT ---- */
     void (*loss_head)(trm_backend *b, const trm_loss_args *a);
-    /* Where halted: zH←H_init, zL←L_init (rows of width TD, broadcast D-vectors over T),
-     * steps←0, current data←new batch rows. */
+    /* Where halted: zH←H_init, zL←L_init (activation rows of width TD, broadcast fp32
+     * D-vectors over T), steps←0, current data←new batch rows. */
     void (*act_reset)(trm_backend *b, int B, int T, int D, int S, const uint8_t *halted,
-                      float *zH, float *zL, const float *H_init, const float *L_init,
+                      void *zH, void *zL, const float *H_init, const float *L_init,
                       int32_t *steps, int32_t *cur_inputs, int32_t *cur_labels, int32_t *cur_pid,
                       const int32_t *new_inputs, const int32_t *new_labels, const int32_t *new_pid);
     /* steps += 1; halted = steps ≥ max; in training (max > 1): halted |= q_halt > 0 (or
@@ -170,6 +190,12 @@ struct trm_backend {
                             const float *grad_rows, int n, float lr, float wd);
     /* shadow ← (1−rate)·p + rate·shadow */
     void (*ema)(trm_backend *b, float *shadow, const float *p, size_t n, float rate);
+
+    /* ---- element types (NULL where caps.bf16_acts is 0) ----
+     * dst (rows × cols, rows ld_dst apart, type dt_dst) ← src (rows ld_src apart, dt_src); to
+     * bf16 rounds to nearest even. The bf16 copy of the weights each step's GEMMs read. */
+    void (*convert)(trm_backend *b, void *dst, int dt_dst, int ld_dst, const void *src, int dt_src, int ld_src,
+                    int rows, int cols);
 
     /* ---- compile stage (NULL where caps.compile is 0) ----
      * Ops issued between capture_begin and capture_end are recorded, not run, and become one
@@ -210,6 +236,11 @@ typedef struct {
 } trm_backend_entry;
 
 const trm_backend_entry *trm_backend_find(const char *name);
+/* Turns bf16 on or off on an instance (before a model is made on it): use_bf16 where the backend
+ * can, and bf16 activations where it keeps them (act_dt). */
+void trm_backend_set_bf16(trm_backend *b, int on);
+/* Bytes of one activation element on this instance. */
+static inline size_t trm_act_size(const trm_backend *b) { return b->act_dt == TRM_BF16 ? 2 : 4; }
 /* Capabilities of a backend by name (cpu, cuda, mps), compiled in or not; NULL if unknown. */
 const trm_caps *trm_known_caps(const char *name);
 int trm_backend_count(void);

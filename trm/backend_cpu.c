@@ -192,10 +192,16 @@ static void sgemm1(int ta, int tb, int M, int N, int K, float alpha, const float
                 M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-static void cpu_gemm(trm_backend *be, int ta, int tb, int M, int N, int K, float alpha,
-                     const float *A, int lda, int64_t sA, const float *B, int ldb, int64_t sB,
-                     float beta, float *C, int ldc, int64_t sC, int batch) {
+static void cpu_gemm(trm_backend *be, trm_gemm_dt dt, int ta, int tb, int M, int N, int K, float alpha,
+                     const void *Av, int lda, int64_t sA, const void *Bv, int ldb, int64_t sB,
+                     float beta, void *Cv, int ldc, int64_t sC, int batch) {
     if (M <= 0 || N <= 0 || batch <= 0) return;
+    if (dt.a != TRM_F32 || dt.b != TRM_F32 || dt.c != TRM_F32) {
+        fprintf(stderr, "trm: cpu: a bf16 GEMM operand reached the cpu backend (internal error)\n");
+        abort();
+    }
+    const float *A = Av, *B = Bv;
+    float *C = Cv;
     /* Many small matrices: one whole GEMM per thread (BLAS then runs single-threaded inside
      * the parallel region). Only when the outputs do not overlap. */
     int disjoint = sC >= (int64_t)(M - 1) * ldc + N;
@@ -214,32 +220,41 @@ static void cpu_gemm(trm_backend *be, int ta, int tb, int M, int N, int K, float
 
 /* ---- elementwise --------------------------------------------------------------------- */
 
-static void cpu_add(trm_backend *be, float *y, const float *x1, const float *x2, size_t n) {
+/* Activations are fp32 here (caps.bf16_acts is 0): the void pointers of backend.h are floats. */
+static void cpu_add(trm_backend *be, void *yv, const void *x1v, const void *x2v, size_t n) {
+    float *y = yv;
+    const float *x1 = x1v, *x2 = x2v;
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] = x1[i] + x2[i];
 }
 
-static void cpu_axpy(trm_backend *be, float *y, const float *x, float alpha, size_t n) {
+static void cpu_axpy(trm_backend *be, void *yv, const void *xv, float alpha, size_t n) {
+    float *y = yv;
+    const float *x = xv;
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] += alpha * x[i];
 }
 
 #define TR_TILE 32
-static void cpu_transpose(trm_backend *be, float *out, const float *in, int batch, int rows,
+static void cpu_transpose(trm_backend *be, void *outv, int ldo, const void *inv, int ldi, int batch, int rows,
                           int cols) {
-    size_t mat = (size_t)rows * cols;
+    float *out = outv;
+    const float *in = inv;
+    size_t mat_in = (size_t)rows * ldi, mat_out = (size_t)cols * ldo;
     int tiles = (rows + TR_TILE - 1) / TR_TILE;
-#pragma omp parallel for collapse(2) schedule(static) if (mat * batch >= PAR_MIN)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)rows * cols * batch >= PAR_MIN)
     for (int b = 0; b < batch; b++)
         for (int ti = 0; ti < tiles; ti++) {
-            const float *src = in + b * mat;
-            float *dst = out + b * mat;
+            const float *src = in + b * mat_in;
+            float *dst = out + b * mat_out;
             int i0 = ti * TR_TILE, i1 = i0 + TR_TILE < rows ? i0 + TR_TILE : rows;
             for (int j0 = 0; j0 < cols; j0 += TR_TILE) {
                 int j1 = j0 + TR_TILE < cols ? j0 + TR_TILE : cols;
-                for (int j = j0; j < j1; j++)
-                    for (int i = i0; i < i1; i++)
-                        dst[(size_t)j * rows + i] = src[(size_t)i * cols + j];
+                for (int j = j0; j < j1; j++) {
+                    for (int i = i0; i < i1; i++) dst[(size_t)j * ldo + i] = src[(size_t)i * ldi + j];
+                    if (i1 == rows)
+                        for (int i = rows; i < ldo; i++) dst[(size_t)j * ldo + i] = 0.0f;
+                }
             }
         }
 }
@@ -269,22 +284,27 @@ static void rms_row(float *y, float *rstd, const float *x, const float *res, int
         for (int d = 0; d < dim; d++) y[d] = x[d] * r;
 }
 
-static void cpu_rmsnorm_fwd(trm_backend *be, float *y, float *rstd, const float *x,
-                            const float *res, int rows, int dim, float eps) {
+static void cpu_rmsnorm_fwd(trm_backend *be, void *yv, float *rstd, const void *xv,
+                            const void *resv, int rows, int dim, int ld, float eps) {
+    float *y = yv;
+    const float *x = xv, *res = resv;
     if (dim <= 0) return;
 #pragma omp parallel for schedule(static) if ((size_t)rows * dim >= PAR_MIN)
     for (int r = 0; r < rows; r++) {
-        size_t o = (size_t)r * dim;
+        size_t o = (size_t)r * ld;
         rms_row(y + o, rstd ? rstd + r : NULL, x + o, res ? res + o : NULL, dim, eps);
+        for (int d = dim; d < ld; d++) y[o + d] = 0.0f;
     }
 }
 
-static void cpu_rmsnorm_bwd(trm_backend *be, float *dx, const float *dy, const float *y,
-                            const float *rstd, int rows, int dim) {
+static void cpu_rmsnorm_bwd(trm_backend *be, void *dxv, const void *dyv, const void *yv,
+                            const float *rstd, int rows, int dim, int ld) {
+    float *dx = dxv;
+    const float *dy = dyv, *y = yv;
     if (dim <= 0) return;
 #pragma omp parallel for schedule(static) if ((size_t)rows * dim >= PAR_MIN)
     for (int r = 0; r < rows; r++) {
-        size_t o = (size_t)r * dim;
+        size_t o = (size_t)r * ld;
         const float *dyr = dy + o, *yr = y + o;
         float *dxr = dx + o;
         double dot = 0.0;
@@ -292,12 +312,15 @@ static void cpu_rmsnorm_bwd(trm_backend *be, float *dx, const float *dy, const f
         for (int d = 0; d < dim; d++) dot += (double)dyr[d] * yr[d];
         float mean = (float)(dot / dim), s = rstd[r];
         for (int d = 0; d < dim; d++) dxr[d] = s * (dyr[d] - yr[d] * mean);
+        for (int d = dim; d < ld; d++) dxr[d] = 0.0f;
     }
 }
 
 /* ---- SwiGLU ---------------------------------------------------------------------------- */
 
-static void cpu_swiglu_fwd(trm_backend *be, float *out, const float *gu, int rows, int I) {
+static void cpu_swiglu_fwd(trm_backend *be, void *outv, const void *guv, int rows, int I) {
+    float *out = outv;
+    const float *gu = guv;
 #pragma omp parallel for schedule(static) if ((size_t)rows * I >= PAR_MIN)
     for (int r = 0; r < rows; r++) {
         const float *restrict g = gu + (size_t)r * 2 * I;
@@ -309,8 +332,10 @@ static void cpu_swiglu_fwd(trm_backend *be, float *out, const float *gu, int row
 }
 
 /* PyTorch: du = dout·silu(g); dg = (dout·u)·σ·(1 + g·(1 − σ)). */
-static void cpu_swiglu_bwd(trm_backend *be, float *dgu, const float *dout, const float *gu,
+static void cpu_swiglu_bwd(trm_backend *be, void *dguv, const void *doutv, const void *guv,
                            int rows, int I) {
+    float *dgu = dguv;
+    const float *dout = doutv, *gu = guv;
 #pragma omp parallel for schedule(static) if ((size_t)rows * I >= PAR_MIN)
     for (int r = 0; r < rows; r++) {
         const float *restrict g = gu + (size_t)r * 2 * I;
@@ -368,12 +393,12 @@ static void rope_apply(float *qkv, const float *cos, const float *sin, int B, in
     }
 }
 
-static void cpu_rope_fwd(trm_backend *be, float *qkv, const float *cos, const float *sin, int B,
+static void cpu_rope_fwd(trm_backend *be, void *qkv, const float *cos, const float *sin, int B,
                          int T, int H, int hd) {
     rope_apply(qkv, cos, sin, B, T, H, hd, 0);
 }
 
-static void cpu_rope_bwd(trm_backend *be, float *dqkv, const float *cos, const float *sin, int B,
+static void cpu_rope_bwd(trm_backend *be, void *dqkv, const float *cos, const float *sin, int B,
                          int T, int H, int hd) {
     rope_apply(dqkv, cos, sin, B, T, H, hd, 1);
 }
@@ -426,8 +451,10 @@ static void att_fwd_task(const att_dims *d, float *out, float *lse, const float 
                   qkv + (size_t)b * T * d->ld, h, qb * ATT_QB, S);
 }
 
-static void cpu_attention_fwd(trm_backend *be, float *out, float *lse, const float *qkv, int B,
+static void cpu_attention_fwd(trm_backend *be, void *outv, float *lse, const void *qkvv, int B,
                               int T, int H, int hd) {
+    float *out = outv;
+    const float *qkv = qkvv;
     if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
     att_dims d = {T, H, hd, (size_t)3 * H * hd, (size_t)H * hd, 1.0f / sqrtf((float)hd)};
     int nqb = (T + ATT_QB - 1) / ATT_QB, tasks = B * H * nqb, nt = max_threads();
@@ -485,8 +512,10 @@ static void att_bwd_task(const att_dims *d, float *dqkv, const float *dout, cons
                  buf, buf + (size_t)ATT_QB * T);
 }
 
-static void cpu_attention_bwd(trm_backend *be, float *dqkv, const float *dout, const float *qkv,
-                              const float *out, const float *lse, int B, int T, int H, int hd) {
+static void cpu_attention_bwd(trm_backend *be, void *dqkvv, const void *doutv, const void *qkvv,
+                              const void *outv, const float *lse, int B, int T, int H, int hd) {
+    float *dqkv = dqkvv;
+    const float *dout = doutv, *qkv = qkvv, *out = outv;
     if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
     att_dims d = {T, H, hd, (size_t)3 * H * hd, (size_t)H * hd, 1.0f / sqrtf((float)hd)};
     int tasks = B * H, nt = max_threads();
@@ -554,7 +583,8 @@ static void embed_row(float *restrict o, const trm_embed_args *a, int b, int t) 
     for (int d = 0; d < D; d++) o[d] *= a->scale;
 }
 
-static void cpu_embed_fwd(trm_backend *be, float *out, const trm_embed_args *a) {
+static void cpu_embed_fwd(trm_backend *be, void *outv, const trm_embed_args *a) {
+    float *out = outv;
     int T = a->P + a->S, rows = a->B * T;
 #pragma omp parallel for schedule(static) if ((size_t)rows * a->D >= PAR_MIN)
     for (int r = 0; r < rows; r++) embed_row(out + (size_t)r * a->D, a, r / T, r % T);
@@ -583,8 +613,9 @@ static void embed_bwd_tok(const float *dout, const trm_embed_args *a, float *d_t
     }
 }
 
-static void cpu_embed_bwd(trm_backend *be, const float *dout, const trm_embed_args *a,
+static void cpu_embed_bwd(trm_backend *be, const void *doutv, const trm_embed_args *a,
                           float *d_tok_w, float *d_pos_w, float *d_puz_rows) {
+    const float *dout = doutv;
     int D = a->D, T = a->P + a->S;
     if (d_tok_w) embed_bwd_tok(dout, a, d_tok_w);
     if (a->pos_w && d_pos_w) {
@@ -742,10 +773,11 @@ static void fill_rows(float *z, const float *v, int T, int D) {
 }
 
 static void cpu_act_reset(trm_backend *be, int B, int T, int D, int S, const uint8_t *halted,
-                          float *zH, float *zL, const float *H_init, const float *L_init,
+                          void *zHv, void *zLv, const float *H_init, const float *L_init,
                           int32_t *steps, int32_t *cur_inputs, int32_t *cur_labels,
                           int32_t *cur_pid, const int32_t *new_inputs, const int32_t *new_labels,
                           const int32_t *new_pid) {
+    float *zH = zHv, *zL = zLv;
     size_t TD = (size_t)T * D;
     for (int b = 0; b < B; b++) {
         if (!halted[b]) continue;

@@ -10,7 +10,7 @@
     X(gemm) X(add) X(axpy) X(transpose) X(rmsnorm_fwd) X(rmsnorm_bwd) X(swiglu_fwd)            \
     X(swiglu_bwd) X(rope_fwd) X(rope_bwd) X(attention_fwd) X(attention_bwd) X(bias_fwd)        \
     X(bias_bwd) X(embed_fwd) X(embed_bwd) X(loss_head) X(act_reset) X(act_update) X(q_target)  \
-    X(adam_atan2) X(sign_sgd_sparse) X(ema) X(copy) X(zero) X(to_device) X(to_host) X(allreduce_sum) X(allgather)
+    X(adam_atan2) X(sign_sgd_sparse) X(ema) X(convert) X(copy) X(zero) X(to_device) X(to_host) X(allreduce_sum) X(allgather)
 
 enum {
 #define X(n) OP_##n,
@@ -48,41 +48,44 @@ static void done(trm_backend *b, int op, double t0) {
         done(b, OP_##name, t0);                   \
     }
 
-static void w_gemm(trm_backend *b, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                   int64_t sA, const float *B, int ldb, int64_t sB, float beta, float *C, int ldc, int64_t sC,
+static void w_gemm(trm_backend *b, trm_gemm_dt dt, int ta, int tb, int M, int N, int K, float alpha, const void *A,
+                   int lda, int64_t sA, const void *B, int ldb, int64_t sB, float beta, void *C, int ldc, int64_t sC,
                    int batch) {
     double t0 = trm_now_seconds();
-    P(b)->inner->gemm(P(b)->inner, ta, tb, M, N, K, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);
+    P(b)->inner->gemm(P(b)->inner, dt, ta, tb, M, N, K, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);
     P(b)->gemm_flops += 2.0 * M * N * (double)K * batch;
     done(b, OP_gemm, t0);
 }
-WRAP(add, (trm_backend * b, float *y, const float *x1, const float *x2, size_t n), (P(b)->inner, y, x1, x2, n))
-WRAP(axpy, (trm_backend * b, float *y, const float *x, float a, size_t n), (P(b)->inner, y, x, a, n))
-WRAP(transpose, (trm_backend * b, float *o, const float *i, int bt, int r, int c), (P(b)->inner, o, i, bt, r, c))
-WRAP(rmsnorm_fwd, (trm_backend * b, float *y, float *rs, const float *x, const float *res, int r, int d, float eps),
-     (P(b)->inner, y, rs, x, res, r, d, eps))
-WRAP(rmsnorm_bwd, (trm_backend * b, float *dx, const float *dy, const float *y, const float *rs, int r, int d),
-     (P(b)->inner, dx, dy, y, rs, r, d))
-WRAP(swiglu_fwd, (trm_backend * b, float *o, const float *gu, int r, int I), (P(b)->inner, o, gu, r, I))
-WRAP(swiglu_bwd, (trm_backend * b, float *dgu, const float *d, const float *gu, int r, int I),
+WRAP(add, (trm_backend * b, void *y, const void *x1, const void *x2, size_t n), (P(b)->inner, y, x1, x2, n))
+WRAP(axpy, (trm_backend * b, void *y, const void *x, float a, size_t n), (P(b)->inner, y, x, a, n))
+WRAP(transpose, (trm_backend * b, void *o, int ldo, const void *i, int ldi, int bt, int r, int c),
+     (P(b)->inner, o, ldo, i, ldi, bt, r, c))
+WRAP(rmsnorm_fwd,
+     (trm_backend * b, void *y, float *rs, const void *x, const void *res, int r, int d, int ld, float eps),
+     (P(b)->inner, y, rs, x, res, r, d, ld, eps))
+WRAP(rmsnorm_bwd, (trm_backend * b, void *dx, const void *dy, const void *y, const float *rs, int r, int d, int ld),
+     (P(b)->inner, dx, dy, y, rs, r, d, ld))
+WRAP(swiglu_fwd, (trm_backend * b, void *o, const void *gu, int r, int I), (P(b)->inner, o, gu, r, I))
+WRAP(swiglu_bwd, (trm_backend * b, void *dgu, const void *d, const void *gu, int r, int I),
      (P(b)->inner, dgu, d, gu, r, I))
-WRAP(rope_fwd, (trm_backend * b, float *q, const float *c, const float *s, int B, int T, int H, int hd),
+WRAP(rope_fwd, (trm_backend * b, void *q, const float *c, const float *s, int B, int T, int H, int hd),
      (P(b)->inner, q, c, s, B, T, H, hd))
-WRAP(rope_bwd, (trm_backend * b, float *q, const float *c, const float *s, int B, int T, int H, int hd),
+WRAP(rope_bwd, (trm_backend * b, void *q, const float *c, const float *s, int B, int T, int H, int hd),
      (P(b)->inner, q, c, s, B, T, H, hd))
-WRAP(attention_fwd, (trm_backend * b, float *o, float *l, const float *q, int B, int T, int H, int hd),
+WRAP(attention_fwd, (trm_backend * b, void *o, float *l, const void *q, int B, int T, int H, int hd),
      (P(b)->inner, o, l, q, B, T, H, hd))
 WRAP(attention_bwd,
-     (trm_backend * b, float *dq, const float *d, const float *q, const float *o, const float *l, int B, int T, int H, int hd),
+     (trm_backend * b, void *dq, const void *d, const void *q, const void *o, const float *l, int B, int T, int H,
+      int hd),
      (P(b)->inner, dq, d, q, o, l, B, T, H, hd))
 WRAP(bias_fwd, (trm_backend * b, float *y, const float *bias, int r, int c, int ld), (P(b)->inner, y, bias, r, c, ld))
 WRAP(bias_bwd, (trm_backend * b, float *db, const float *dy, int r, int c, int ld), (P(b)->inner, db, dy, r, c, ld))
-WRAP(embed_fwd, (trm_backend * b, float *o, const trm_embed_args *a), (P(b)->inner, o, a))
-WRAP(embed_bwd, (trm_backend * b, const float *d, const trm_embed_args *a, float *dt, float *dp, float *dr),
+WRAP(embed_fwd, (trm_backend * b, void *o, const trm_embed_args *a), (P(b)->inner, o, a))
+WRAP(embed_bwd, (trm_backend * b, const void *d, const trm_embed_args *a, float *dt, float *dp, float *dr),
      (P(b)->inner, d, a, dt, dp, dr))
 WRAP(loss_head, (trm_backend * b, const trm_loss_args *a), (P(b)->inner, a))
 WRAP(act_reset,
-     (trm_backend * b, int B, int T, int D, int S, const uint8_t *h, float *zH, float *zL, const float *Hi,
+     (trm_backend * b, int B, int T, int D, int S, const uint8_t *h, void *zH, void *zL, const float *Hi,
       const float *Li, int32_t *st, int32_t *ci, int32_t *cl, int32_t *cp, const int32_t *ni, const int32_t *nl,
       const int32_t *np),
      (P(b)->inner, B, T, D, S, h, zH, zL, Hi, Li, st, ci, cl, cp, ni, nl, np))
@@ -99,6 +102,8 @@ WRAP(adam_atan2,
 WRAP(sign_sgd_sparse, (trm_backend * b, float *w, int nd, const int32_t *ids, const float *g, int n, float lr, float wd),
      (P(b)->inner, w, nd, ids, g, n, lr, wd))
 WRAP(ema, (trm_backend * b, float *s, const float *p, size_t n, float r), (P(b)->inner, s, p, n, r))
+WRAP(convert, (trm_backend * b, void *d, int dd, int ldd, const void *s, int ds, int lds, int r, int c),
+     (P(b)->inner, d, dd, ldd, s, ds, lds, r, c))
 WRAP(copy, (trm_backend * b, void *d, const void *s, size_t n), (P(b)->inner, d, s, n))
 WRAP(zero, (trm_backend * b, void *p, size_t n), (P(b)->inner, p, n))
 WRAP(to_device, (trm_backend * b, void *d, const void *s, size_t n), (P(b)->inner, d, s, n))
@@ -157,5 +162,6 @@ trm_backend *trm_profile_wrap(trm_backend *inner) {
     b->comm_init = inner->comm_init ? w_comm_init : NULL;
     if (!inner->allreduce_sum) b->allreduce_sum = NULL;
     if (!inner->allgather) b->allgather = NULL;
+    if (!inner->convert) b->convert = NULL;
     return b;
 }

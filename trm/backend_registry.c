@@ -54,3 +54,8 @@ const trm_caps *trm_known_caps(const char *name) {
         if (!strcmp(known[i].name, name)) return &known[i].caps;
     return NULL;
 }
+
+void trm_backend_set_bf16(trm_backend *b, int on) {
+    b->use_bf16 = on && b->caps.bf16;
+    b->act_dt = b->use_bf16 && b->caps.bf16_acts ? TRM_BF16 : TRM_F32;
+}

@@ -337,14 +337,18 @@ static int meta_i64(const st_file *f, const char *path, const char *key, int64_t
 /* One carry tensor of the global batch (rows = B × world): this rank's rows to the device. A
  * checkpoint written by any number of ranks fits any other with the same global batch. */
 static int load_carry(const trm_model *m, const st_file *f, const char *path, const char *name, st_dtype dt,
-                      size_t row_elems, void *dev, trm_err *e) {
+                      size_t row_elems, void *dev, int is_state, trm_err *e) {
     const st_tensor *t = st_find(f, name);
     if (!t) return trm_errf(e, "%s: tensor %s missing", path, name);
     size_t world = (size_t)(m->world > 1 ? m->world : 1), esz = (size_t)st_dtype_size(dt);
     size_t row_bytes = row_elems * esz, rows = (size_t)m->B * world;
     if (t->dtype != dt || t->ndim < 1 || t->shape[0] != (int64_t)rows || t->nbytes != rows * row_bytes)
         return trm_errf(e, "%s: tensor %s has the wrong dtype or size for global_batch_size %zu", path, name, rows);
-    m->be->to_device(m->be, dev, (const char *)t->data + (size_t)m->rank * m->B * row_bytes, (size_t)m->B * row_bytes);
+    const char *src = (const char *)t->data + (size_t)m->rank * m->B * row_bytes;
+    if (is_state) /* the model's activation type (fp32, or bf16 rounded from the saved fp32) */
+        trm_model_act_put(m, dev, (const float *)src, (size_t)m->B * row_elems);
+    else
+        m->be->to_device(m->be, dev, src, (size_t)m->B * row_bytes);
     return 0;
 }
 
@@ -372,15 +376,15 @@ int trm_checkpoint_resume(trm_model *m, const char *path, trm_ckpt_state *st, tr
     size_t TD = (size_t)m->T * m->D, S = (size_t)m->S;
     for (int k = 0; k < m->nstates; k++) {
         char *nm = xasprintf("carry.%s", m->arch->state[k]);
-        int bad = load_carry(m, &f, path, nm, ST_F32, TD, m->z[k], e);
+        int bad = load_carry(m, &f, path, nm, ST_F32, TD, m->z[k], 1, e);
         free(nm);
         if (bad) goto out;
     }
-    if (load_carry(m, &f, path, "carry.steps", ST_I32, 1, m->steps, e) ||
-        load_carry(m, &f, path, "carry.halted", ST_BOOL, 1, m->halted, e) ||
-        load_carry(m, &f, path, "carry.inputs", ST_I32, S, m->cur_inputs, e) ||
-        load_carry(m, &f, path, "carry.labels", ST_I32, S, m->cur_labels, e) ||
-        load_carry(m, &f, path, "carry.puzzle_identifiers", ST_I32, 1, m->cur_pid, e))
+    if (load_carry(m, &f, path, "carry.steps", ST_I32, 1, m->steps, 0, e) ||
+        load_carry(m, &f, path, "carry.halted", ST_BOOL, 1, m->halted, 0, e) ||
+        load_carry(m, &f, path, "carry.inputs", ST_I32, S, m->cur_inputs, 0, e) ||
+        load_carry(m, &f, path, "carry.labels", ST_I32, S, m->cur_labels, 0, e) ||
+        load_carry(m, &f, path, "carry.puzzle_identifiers", ST_I32, 1, m->cur_pid, 0, e))
         goto out;
     int64_t ws = 1, v;
     if (meta_i64(&f, path, "step", &st->step, e) || meta_i64(&f, path, "total_steps", &st->total_steps, e)) goto out;

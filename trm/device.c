@@ -85,7 +85,7 @@ int trm_device_policy(const char *name, const trm_caps *c, const trm_device_requ
 trm_backend *trm_device_open(const trm_device_choice *dc, trm_err *e) {
     trm_backend *be = dc->entry->create(dc->index, e);
     if (!be) return NULL;
-    be->use_bf16 = dc->bf16;
+    trm_backend_set_bf16(be, dc->bf16);
     const char *prof = getenv("TRM_PROFILE");
     if (prof && *prof && strcmp(prof, "0")) be = trm_profile_wrap(be);
     return be;

@@ -12,6 +12,7 @@
 
 #include "model_internal.h"
 #include "rng.h"
+#include "safetensors.h"
 
 #define MAX_LAYERS TRM_MAX_LAYERS
 
@@ -217,15 +218,15 @@ typedef struct {
     int dry;
 } arena;
 
-static float *arena_take(arena *a, size_t nfloats) {
-    size_t bytes = (nfloats * sizeof(float) + 255) / 256 * 256;
+static void *arena_take(arena *a, size_t n, size_t esz) {
+    size_t bytes = (n * esz + 255) / 256 * 256;
     /* past TRM_ARENA_CHUNKS the last chunk grows beyond the limit, and its allocation says so */
     int fresh = a->n == 0 || (a->limit && a->used > 0 && a->used + bytes > a->limit);
     if (fresh && a->n < TRM_ARENA_CHUNKS) {
         a->n++;
         a->used = 0;
     }
-    float *p = a->dry ? NULL : (float *)(a->base[a->n - 1] + a->used);
+    void *p = a->dry ? NULL : (void *)(a->base[a->n - 1] + a->used);
     a->used += bytes;
     a->total += bytes;
     if (a->dry) a->size[a->n - 1] = a->used;
@@ -235,41 +236,83 @@ static float *arena_take(arena *a, size_t nfloats) {
 /* The SwiGLU outputs (act, actt) live only between their activation and the next GEMM, so every
  * block shares one buffer for each and the backward recomputes them from the saved gate/up
  * values: an elementwise pass instead of (L_cycles + 1)·L_layers stored copies. */
-static void carve_block(trm_model *m, arena *a, trm_block_acts *k, float *act, float *actt) {
-    size_t R = (size_t)m->B * m->T, RT = (size_t)m->B * m->D;
+static void carve_block(trm_model *m, arena *a, trm_block_acts *k, void *act, void *actt) {
+    size_t R = (size_t)m->B * m->T, RT = (size_t)m->B * m->D, e = m->esz, f = sizeof(float);
     if (m->cfg.mlp_t) {
-        k->inT = arena_take(a, RT * m->T);
-        k->gut = arena_take(a, RT * 2 * m->It);
+        k->inT = arena_take(a, RT * m->Tp, e);
+        k->gut = arena_take(a, RT * 2 * m->It, e);
         k->actt = actt;
-        k->y1T = arena_take(a, RT * m->T);
-        k->rstd1 = arena_take(a, RT);
+        k->y1T = arena_take(a, RT * m->Tp, e);
+        k->rstd1 = arena_take(a, RT, f);
     } else {
-        k->qkv = arena_take(a, R * 3 * m->A);
-        k->att = arena_take(a, R * m->A);
-        k->lse = arena_take(a, (size_t)m->B * m->H * m->T);
-        k->rstd1 = arena_take(a, R);
+        k->qkv = arena_take(a, R * 3 * m->A, e);
+        k->att = arena_take(a, R * m->A, e);
+        k->lse = arena_take(a, (size_t)m->B * m->H * m->T, f);
+        k->rstd1 = arena_take(a, R, f);
     }
-    k->y1 = arena_take(a, R * m->D);
-    k->gu = arena_take(a, R * 2 * m->I);
+    k->y1 = arena_take(a, R * m->D, e);
+    k->gu = arena_take(a, R * 2 * m->I, e);
     k->act = act;
-    k->y2 = arena_take(a, R * m->D);
-    k->rstd2 = arena_take(a, R);
+    k->y2 = arena_take(a, R * m->D, e);
+    k->rstd2 = arena_take(a, R, f);
 }
 
 static void carve_acts(trm_model *m, arena *a) {
     size_t R = (size_t)m->B * m->T;
-    float *act = arena_take(a, R * m->I);
-    float *actt = m->cfg.mlp_t ? arena_take(a, (size_t)m->B * m->D * m->It) : NULL;
+    void *act = arena_take(a, R * m->I, m->esz);
+    void *actt = m->cfg.mlp_t ? arena_take(a, (size_t)m->B * m->D * m->It, m->esz) : NULL;
     int layers = m->level_layers[0] > m->level_layers[1] ? m->level_layers[0] : m->level_layers[1];
     for (int c = 0; c < m->saved_count; c++) {
-        m->saved[c].x0 = arena_take(a, R * m->D);
+        m->saved[c].x0 = arena_take(a, R * m->D, m->esz);
         for (int l = 0; l < layers; l++) carve_block(m, a, &m->saved[c].blk[l], act, actt);
     }
-    m->scratch->x0 = arena_take(a, R * m->D);
+    m->scratch->x0 = arena_take(a, R * m->D, m->esz);
     for (int l = 0; l < 2; l++) carve_block(m, a, &m->scratch->blk[l], act, actt);
 }
 
+/* The GEMMs' view of the weights (m->wg_off, wg_ld): fp32 weights are read where they are; a
+ * bf16 copy has its own slices, 256-byte aligned, with mlp_t's token weights padded to Tp along
+ * T (gate/up: columns, down: rows), their pads zero from the allocation and never written. */
+static size_t layout_gemm_weights(trm_model *m) {
+    size_t n = 0;
+    for (int i = 0; i < m->nparams; i++) {
+        const trm_param *p = &m->params[i];
+        int rows = (int)p->shape[0], cols = (int)(p->ndim == 2 ? p->shape[1] : 1);
+        if (m->wdt == TRM_F32) {
+            m->wg_off[i] = p->offset;
+            m->wg_ld[i] = cols;
+            continue;
+        }
+        int is_gu = 0, is_down = 0;
+        for (int l = 0; l < TRM_NLEVELS * TRM_MAX_LAYERS && m->cfg.mlp_t; l++) {
+            is_gu |= i == m->p_layer[l][0] && l < m->level_layers[0] + m->level_layers[1];
+            is_down |= i == m->p_layer[l][1] && l < m->level_layers[0] + m->level_layers[1];
+        }
+        m->wg_ld[i] = is_gu ? m->Tp : cols;
+        m->wg_off[i] = n;
+        n += ((size_t)(is_down ? m->Tp : rows) * m->wg_ld[i] + 127) / 128 * 128;
+    }
+    return n;
+}
+
 static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+
+/* The backward's work area (tmp_big), in activations: big1 (a gate/up or QKV gradient), big2 (a
+ * SwiGLU output gradient or the attention output's), w1 and w2 ((B,T,D) rows or mlp_t's
+ * (B, D, Tp) ones). block_bwd carves it in this order. */
+static void bwd_work_sizes(const trm_model *m, size_t sz[4]) {
+    size_t R = (size_t)m->B * m->T, RT = (size_t)m->B * m->D;
+    sz[0] = max3(R * 2 * m->I, RT * 2 * m->It, R * 3 * m->A);
+    sz[1] = max3(R * m->I, RT * m->It, R * m->A);
+    sz[2] = sz[3] = max3(R * m->D, m->cfg.mlp_t ? RT * m->Tp : 0, 0);
+    for (int i = 0; i < 4; i++) sz[i] = (sz[i] + 127) / 128 * 128; /* 256-byte aligned pieces */
+}
+
+static size_t bwd_work_elems(const trm_model *m) {
+    size_t sz[4];
+    bwd_work_sizes(m, sz);
+    return sz[0] + sz[1] + sz[2] + sz[3];
+}
 
 static int alloc_or_fail(trm_backend *be, void **p, size_t bytes, const char *what, trm_err *e) {
     *p = be->alloc(be, bytes);
@@ -305,6 +348,12 @@ int trm_model_create(trm_model *m, const trm_model_config *c, trm_backend *be, u
     m->B = c->batch_size;
     m->I = swiglu_inter(c->expansion, m->D);
     m->It = swiglu_inter(c->expansion, m->T);
+    m->Tp = (m->T + 7) / 8 * 8;
+    m->act_dt = be->act_dt;
+    m->esz = trm_act_size(be);
+    m->wdt = m->act_dt == TRM_BF16 && be->convert ? TRM_BF16 : TRM_F32;
+    if (m->act_dt == TRM_BF16 && !be->convert) return trm_errf(e, "the %s backend keeps bf16 activations but cannot convert", be->name);
+    m->Tk = m->wdt == TRM_BF16 ? m->Tp : m->T;
     m->level_layers[TRM_LEVEL_L] = m->arch->has_level[TRM_LEVEL_L] ? c->L_layers : 0;
     m->level_layers[TRM_LEVEL_H] = m->arch->has_level[TRM_LEVEL_H] ? c->H_layers : 0;
     m->nstates = m->arch->nstates;
@@ -313,14 +362,16 @@ int trm_model_create(trm_model *m, const trm_model_config *c, trm_backend *be, u
     if (!m->arch->cfg_no_act_continue) m->cfg.no_ACT_continue = 0;
     m->q_target_on = m->arch->bootstraps_q && !m->cfg.no_ACT_continue && !c->inference_only;
     layout_params(m);
+    size_t n_wg = layout_gemm_weights(m);
 
-    size_t R = (size_t)m->B * m->T, fb = sizeof(float);
+    size_t R = (size_t)m->B * m->T, fb = sizeof(float), ab = m->esz;
     size_t nw = m->n_flat * fb;
     int train = !c->inference_only;
     void **slots[] = {(void **)&m->w, (void **)&m->g, (void **)&m->m, (void **)&m->v};
     for (int i = 0; i < (train ? 4 : 1); i++)
         if (alloc_or_fail(be, slots[i], nw, "parameters", e)) return -1;
     if (ema_enabled && alloc_or_fail(be, (void **)&m->ema, nw, "EMA weights", e)) return -1;
+    if (m->wdt == TRM_BF16 && alloc_or_fail(be, &m->wg, n_wg * 2, "bf16 weights", e)) return -1;
     int ndim = c->puzzle_emb_ndim;
     size_t rows_pid = (size_t)(c->num_puzzle_identifiers > 0 ? c->num_puzzle_identifiers : 1);
     struct {
@@ -333,8 +384,8 @@ int trm_model_create(trm_model *m, const trm_model_config *c, trm_backend *be, u
         {(void **)&m->dq, m->B * 2 * fb, "q"},
         {(void **)&m->q_next, m->B * 2 * fb, "q"},
         {(void **)&m->q_target, m->B * fb, "q"},
-        {(void **)&m->dz, R * m->D * fb, "gradients"},
-        {(void **)&m->dz2, R * m->D * fb, "gradients"},
+        {(void **)&m->dz, R * m->D * ab, "gradients"},
+        {(void **)&m->dz2, R * m->D * ab, "gradients"},
         {(void **)&m->puz_w, rows_pid * (size_t)(ndim ? ndim : 1) * fb, "puzzle embeddings"},
         {(void **)&m->rope_cos, (size_t)m->T * m->hd * fb, "rope"},
         {(void **)&m->rope_sin, (size_t)m->T * m->hd * fb, "rope"},
@@ -351,31 +402,28 @@ int trm_model_create(trm_model *m, const trm_model_config *c, trm_backend *be, u
         {(void **)&m->in_inputs, (size_t)m->B * m->S * sizeof(int32_t), "batch"},
         {(void **)&m->in_labels, (size_t)m->B * m->S * sizeof(int32_t), "batch"},
         {(void **)&m->in_pid, m->B * sizeof(int32_t), "batch"},
-        {(void **)&m->x_emb, R * m->D * fb, "embeddings"},
-        {(void **)&m->dx_emb, R * m->D * fb, "embeddings"},
+        {(void **)&m->x_emb, R * m->D * ab, "embeddings"},
+        {(void **)&m->dx_emb, R * m->D * ab, "embeddings"},
         {(void **)&m->logits, R * m->V * fb, "logits"},
         {(void **)&m->q, m->B * 2 * fb, "q"},
         {(void **)&m->preds, (size_t)m->B * m->S * sizeof(int32_t), "predictions"},
         {(void **)&m->metrics, TRM_NMETRICS * sizeof(double), "metrics"},
         {(void **)&m->rng_step, sizeof(uint64_t), "metrics"},
-        {(void **)&m->tmp_rows, R * m->D * fb, "work"},
+        {(void **)&m->tmp_rows, max3(R * m->D, c->mlp_t ? (size_t)m->B * m->D * m->Tp : 0, 0) * ab, "work"},
     };
     for (size_t i = train ? 0 : 7; i < sizeof bufs / sizeof bufs[0]; i++)
         if (alloc_or_fail(be, bufs[i].p, bufs[i].bytes, bufs[i].what, e)) return -1;
     for (int k = 0; k < m->nstates; k++)
         if (alloc_or_fail(be, (void **)&m->init[k], m->D * fb, m->arch->init[k], e) ||
-            alloc_or_fail(be, (void **)&m->z[k], R * m->D * fb, "carry", e) ||
-            alloc_or_fail(be, (void **)&m->z2[k], R * m->D * fb, "carry", e))
+            alloc_or_fail(be, &m->z[k], R * m->D * ab, "carry", e) ||
+            alloc_or_fail(be, &m->z2[k], R * m->D * ab, "carry", e))
             return -1;
-    size_t RT = (size_t)m->B * m->D;
-    size_t big = max3(R * 2 * m->I, RT * 2 * m->It, R * 3 * m->D) +
-                 max3(R * m->I, RT * m->It, R * m->D) + 2 * R * m->D;
     /* the bootstrapped q's inner step runs on copies of the new carry, kept in the backward's
      * work area (free until the backward) */
-    size_t copies = m->q_target_on ? (size_t)m->nstates * R * m->D : 0;
-    if (train && alloc_or_fail(be, (void **)&m->tmp_big, (big > copies ? big : copies) * fb, "backward work", e))
+    size_t big = bwd_work_elems(m), copies = m->q_target_on ? (size_t)m->nstates * R * m->D : 0;
+    if (train && alloc_or_fail(be, &m->tmp_big, (big > copies ? big : copies) * ab, "backward work", e))
         return -1;
-    if (train && ops_of(m)->needs_dacc && alloc_or_fail(be, (void **)&m->dacc, R * m->D * fb, "gradients", e))
+    if (train && ops_of(m)->needs_dacc && alloc_or_fail(be, &m->dacc, R * m->D * ab, "gradients", e))
         return -1;
 
     m->saved_count = train ? ops_of(m)->saved_calls(c) : 0;
@@ -425,7 +473,7 @@ int trm_model_create(trm_model *m, const trm_model_config *c, trm_backend *be, u
 void trm_model_destroy(trm_model *m) {
     if (!m->be) return;
     trm_backend *be = m->be;
-    void *ptrs[] = {m->w, m->g, m->m, m->v, m->ema, m->puz_w, m->rope_cos,
+    void *ptrs[] = {m->w, m->g, m->m, m->v, m->ema, m->wg, m->puz_w, m->rope_cos,
                     m->rope_sin, m->steps, m->halted, m->cur_inputs, m->cur_labels,
                     m->cur_pid, m->in_inputs, m->in_labels, m->in_pid, m->x_emb, m->dx_emb,
                     m->d_puz_rows, m->logits, m->dlogits, m->q, m->dq, m->q_next, m->q_target,
@@ -509,7 +557,15 @@ void trm_model_carry_to_host(const trm_model *m, trm_carry_host *c) {
     gather_rows(m, dev, B * (elem_bytes), c->field);
     c->nstates = m->nstates;
     for (int k = 0; k < m->nstates; k++) {
-        GATHER(z[k], m->z[k], TD * sizeof(float))
+        GATHER(z[k], m->z[k], TD * m->esz)
+        if (root && m->act_dt == TRM_BF16) { /* widened in place, from the end */
+            float *z = c->z[k];
+            const uint16_t *h = (const uint16_t *)z;
+            z = xrealloc(z, B * W * TD * sizeof(float));
+            h = (const uint16_t *)z;
+            for (size_t i = B * W * TD; i-- > 0;) z[i] = st_bf16_to_f32(h[i]);
+            c->z[k] = z;
+        }
     }
     GATHER(steps, m->steps, sizeof(int32_t))
     GATHER(halted, m->halted, 1)
@@ -517,6 +573,29 @@ void trm_model_carry_to_host(const trm_model *m, trm_carry_host *c) {
     GATHER(labels, m->cur_labels, S * sizeof(int32_t))
     GATHER(pid, m->cur_pid, sizeof(int32_t))
 #undef GATHER
+}
+
+void trm_model_act_get(const trm_model *m, float *host, const void *dev, size_t n) {
+    if (m->act_dt == TRM_F32) {
+        m->be->to_host(m->be, host, dev, n * sizeof(float));
+        return;
+    }
+    uint16_t *h = xmalloc((n ? n : 1) * sizeof *h);
+    m->be->to_host(m->be, h, dev, n * sizeof *h);
+    for (size_t i = 0; i < n; i++) host[i] = st_bf16_to_f32(h[i]);
+    free(h);
+}
+
+void trm_model_act_put(const trm_model *m, void *dev, const float *host, size_t n) {
+    if (m->act_dt == TRM_F32) {
+        m->be->to_device(m->be, dev, host, n * sizeof(float));
+        return;
+    }
+    uint16_t *h = xmalloc((n ? n : 1) * sizeof *h);
+    for (size_t i = 0; i < n; i++) h[i] = st_f32_to_bf16(host[i]);
+    m->be->to_device(m->be, dev, h, n * sizeof *h);
+    m->be->sync(m->be); /* h is freed now: the copy must have read it */
+    free(h);
 }
 
 void trm_carry_host_free(trm_carry_host *c) {
@@ -568,128 +647,151 @@ void trm_model_reset_carry(trm_model *m) {
  * one block: forward and backward side by side
  * ------------------------------------------------------------------------------------- */
 
+/* fp32 parameter slices (embeddings, the q bias, gradients) */
 static const float *P_(const trm_model *m, const float *w, int idx) {
     return w + m->params[idx].offset;
 }
 static float *G_(const trm_model *m, int idx) { return m->g + m->params[idx].offset; }
+/* a GEMM weight in the view `w` (m->wdt) and its row stride */
+static const void *W_(const trm_model *m, const void *w, int idx) {
+    return (const char *)w + m->wg_off[idx] * (m->wdt == TRM_BF16 ? 2 : 4);
+}
+static int WLD(const trm_model *m, int idx) { return m->wg_ld[idx]; }
+/* activation pointer arithmetic */
+static void *A_(const trm_model *m, const void *p, size_t elems) { return (char *)p + elems * m->esz; }
 
-/* y = x·Wᵀ for x (rows × in) and W (out × in). */
-static void linear_fwd(trm_backend *be, float *y, const float *x, const float *W, int rows, int in,
-                       int out) {
-    be->gemm(be, 0, 1, rows, out, in, 1.0f, x, in, 0, W, in, 0, 0.0f, y, out, 0, 1);
+/* element types: activation-weight-activation, and the
+ * weight gradients' activation-activation-fp32 */
+static trm_gemm_dt dt_awa(const trm_model *m) { return (trm_gemm_dt){(uint8_t)m->act_dt, (uint8_t)m->wdt, (uint8_t)m->act_dt}; }
+static trm_gemm_dt dt_aaf(const trm_model *m) { return (trm_gemm_dt){(uint8_t)m->act_dt, (uint8_t)m->act_dt, TRM_F32}; }
+
+/* y = x·Wᵀ for x (rows × in) and W (out × in), W weight idx. */
+static void linear_fwd(trm_model *m, void *y, const void *x, const void *w, int idx, int rows, int in, int out) {
+    m->be->gemm(m->be, dt_awa(m), 0, 1, rows, out, in, 1.0f, x, in, 0, W_(m, w, idx), WLD(m, idx), 0, 0.0f, y, out, 0, 1);
 }
 /* dW += dyᵀ·x ; dx = dy·W (+ dx when accumulate). */
-static void linear_bwd(trm_backend *be, float *dx, float *dW, const float *dy, const float *x,
-                       const float *W, int rows, int in, int out, int accumulate) {
-    be->gemm(be, 1, 0, out, in, rows, 1.0f, dy, out, 0, x, in, 0, 1.0f, dW, in, 0, 1);
-    if (dx) be->gemm(be, 0, 0, rows, in, out, 1.0f, dy, out, 0, W, in, 0, accumulate ? 1.0f : 0.0f, dx, in, 0, 1);
+static void linear_bwd(trm_model *m, void *dx, int idx, const void *dy, const void *x, int rows, int in, int out,
+                       int accumulate) {
+    trm_backend *be = m->be;
+    be->gemm(be, dt_aaf(m), 1, 0, out, in, rows, 1.0f, dy, out, 0, x, in, 0, 1.0f, G_(m, idx), in, 0, 1);
+    if (dx)
+        be->gemm(be, dt_awa(m), 0, 0, rows, in, out, 1.0f, dy, out, 0, W_(m, m->wcur, idx), WLD(m, idx), 0,
+                 accumulate ? 1.0f : 0.0f, dx, in, 0, 1);
 }
 
-static void mixer_attn_fwd(trm_model *m, const float *w, int l, trm_block_acts *k) {
+static void mixer_attn_fwd(trm_model *m, const void *w, int l, trm_block_acts *k) {
     trm_backend *be = m->be;
     int R = m->B * m->T, D = m->D, A = m->A;
-    linear_fwd(be, k->qkv, k->in, P_(m, w, m->p_layer[l][0]), R, D, 3 * A);
+    linear_fwd(m, k->qkv, k->in, w, m->p_layer[l][0], R, D, 3 * A);
     if (m->cfg.pos_encodings == TRM_POS_ROPE)
         be->rope_fwd(be, k->qkv, m->rope_cos, m->rope_sin, m->B, m->T, m->H, m->hd);
     be->attention_fwd(be, k->att, k->lse, k->qkv, m->B, m->T, m->H, m->hd);
-    linear_fwd(be, m->tmp_rows, k->att, P_(m, w, m->p_layer[l][1]), R, A, D);
-    be->rmsnorm_fwd(be, k->y1, k->rstd1, k->in, m->tmp_rows, R, D, (float)m->cfg.rms_norm_eps);
+    linear_fwd(m, m->tmp_rows, k->att, w, m->p_layer[l][1], R, A, D);
+    be->rmsnorm_fwd(be, k->y1, k->rstd1, k->in, m->tmp_rows, R, D, D, (float)m->cfg.rms_norm_eps);
 }
 
-/* dy1 (rows×D) → d_in written to `d_in`. Uses the backward work area. */
-static void mixer_attn_bwd(trm_model *m, int l, trm_block_acts *k, const float *dy1, float *d_in,
-                           float *w1, float *big1, float *big2) {
+/* dy1 (rows×D) → d_in. The norm's gradient goes to d_in first (the residual path) and is the
+ * output projection's gradient too; the QKV product then adds its input gradient there. */
+static void mixer_attn_bwd(trm_model *m, int l, trm_block_acts *k, const void *dy1, void *d_in, void *big1,
+                           void *big2) {
     trm_backend *be = m->be;
     int R = m->B * m->T, D = m->D;
-    const float *w = m->w;
-    be->rmsnorm_bwd(be, w1, dy1, k->y1, k->rstd1, R, D); /* w1 = dx1 */
-    linear_bwd(be, big2, G_(m, m->p_layer[l][1]), w1, k->att, P_(m, w, m->p_layer[l][1]), R, m->A, D, 0);
+    be->rmsnorm_bwd(be, d_in, dy1, k->y1, k->rstd1, R, D, D); /* dx1 */
+    linear_bwd(m, big2, m->p_layer[l][1], d_in, k->att, R, m->A, D, 0);
     be->attention_bwd(be, big1, big2, k->qkv, k->att, k->lse, m->B, m->T, m->H, m->hd);
     if (m->cfg.pos_encodings == TRM_POS_ROPE)
         be->rope_bwd(be, big1, m->rope_cos, m->rope_sin, m->B, m->T, m->H, m->hd);
-    be->copy(be, d_in, w1, (size_t)R * D * sizeof(float));
-    linear_bwd(be, d_in, G_(m, m->p_layer[l][0]), big1, k->in, P_(m, w, m->p_layer[l][0]), R, D, 3 * m->A, 1);
+    linear_bwd(m, d_in, m->p_layer[l][0], big1, k->in, R, D, 3 * m->A, 1);
 }
 
-static void mixer_mlpt_fwd(trm_model *m, const float *w, int l, trm_block_acts *k) {
+/* The token-mixing MLP over T, for every (sample, channel): on the transposed input inT
+ * (B·D rows of Tp, the T values then zeros), gut = inT·W_guᵀ, actt = SwiGLU(gut),
+ * tmpT = actt·W_downᵀ, y1T = rms(inT + tmpT) over the T values, y1 = y1ᵀ. Rows of Tp keep
+ * every operand aligned; with padded weights (m->Tk = Tp) the products run over Tp, the zero
+ * pads adding nothing. */
+static void mixer_mlpt_fwd(trm_model *m, const void *w, int l, trm_block_acts *k) {
     trm_backend *be = m->be;
-    int RT = m->B * m->D, T = m->T;
-    be->transpose(be, k->inT, k->in, m->B, m->T, m->D);
-    linear_fwd(be, k->gut, k->inT, P_(m, w, m->p_layer[l][0]), RT, T, 2 * m->It);
+    int RT = m->B * m->D, T = m->T, Tp = m->Tp, Tk = m->Tk, gu = m->p_layer[l][0], dn = m->p_layer[l][1];
+    be->transpose(be, k->inT, Tp, k->in, m->D, m->B, T, m->D);
+    be->gemm(be, dt_awa(m), 0, 1, RT, 2 * m->It, Tk, 1.0f, k->inT, Tp, 0, W_(m, w, gu), WLD(m, gu), 0, 0.0f, k->gut,
+             2 * m->It, 0, 1);
     be->swiglu_fwd(be, k->actt, k->gut, RT, m->It);
-    linear_fwd(be, m->tmp_rows, k->actt, P_(m, w, m->p_layer[l][1]), RT, m->It, T);
-    be->rmsnorm_fwd(be, k->y1T, k->rstd1, k->inT, m->tmp_rows, RT, T, (float)m->cfg.rms_norm_eps);
-    be->transpose(be, k->y1, k->y1T, m->B, m->D, m->T);
+    be->gemm(be, dt_awa(m), 0, 1, RT, Tk, m->It, 1.0f, k->actt, m->It, 0, W_(m, w, dn), WLD(m, dn), 0, 0.0f,
+             m->tmp_rows, Tp, 0, 1);
+    be->rmsnorm_fwd(be, k->y1T, k->rstd1, k->inT, m->tmp_rows, RT, T, Tp, (float)m->cfg.rms_norm_eps);
+    be->transpose(be, k->y1, m->D, k->y1T, Tp, m->B, m->D, T);
 }
 
-static void mixer_mlpt_bwd(trm_model *m, int l, trm_block_acts *k, const float *dy1, float *d_in,
-                           float *w1, float *w2, float *big1, float *big2) {
+static void mixer_mlpt_bwd(trm_model *m, int l, trm_block_acts *k, const void *dy1, void *d_in, void *w1, void *w2,
+                           void *big1, void *big2) {
     trm_backend *be = m->be;
-    int RT = m->B * m->D, T = m->T;
-    const float *w = m->w;
-    be->transpose(be, w1, dy1, m->B, m->T, m->D);            /* w1 = dy1ᵀ  (B,D,T) */
-    be->rmsnorm_bwd(be, w2, w1, k->y1T, k->rstd1, RT, T);    /* w2 = dx1ᵀ */
-    be->swiglu_fwd(be, k->actt, k->gut, RT, m->It); /* recomputed (shared buffer) */
-    linear_bwd(be, big2, G_(m, m->p_layer[l][1]), w2, k->actt, P_(m, w, m->p_layer[l][1]), RT, m->It, T, 0);
+    int RT = m->B * m->D, T = m->T, Tp = m->Tp, Tk = m->Tk, gu = m->p_layer[l][0], dn = m->p_layer[l][1];
+    const void *w = m->wcur;
+    be->transpose(be, w1, Tp, dy1, m->D, m->B, T, m->D);            /* w1 = dy1ᵀ (B, D, Tp) */
+    be->rmsnorm_bwd(be, w2, w1, k->y1T, k->rstd1, RT, T, Tp);       /* w2 = d(inT + tmpT) */
+    be->swiglu_fwd(be, k->actt, k->gut, RT, m->It);                  /* recomputed (shared buffer) */
+    /* down: dW += w2ᵀ·actt over the T real columns; dactt = w2·W */
+    be->gemm(be, dt_aaf(m), 1, 0, T, m->It, RT, 1.0f, w2, Tp, 0, k->actt, m->It, 0, 1.0f, G_(m, dn), m->It, 0, 1);
+    be->gemm(be, dt_awa(m), 0, 0, RT, m->It, Tk, 1.0f, w2, Tp, 0, W_(m, w, dn), WLD(m, dn), 0, 0.0f, big2, m->It,
+             0, 1);
     be->swiglu_bwd(be, big1, big2, k->gut, RT, m->It);
-    be->copy(be, w1, w2, (size_t)RT * T * sizeof(float));
-    linear_bwd(be, w1, G_(m, m->p_layer[l][0]), big1, k->inT, P_(m, w, m->p_layer[l][0]), RT, T, 2 * m->It, 1);
-    be->transpose(be, d_in, w1, m->B, m->D, m->T);
+    /* gate/up: dW += dgutᵀ·inT; d(inT) = w2 + dgut·W, built in w2 */
+    be->gemm(be, dt_aaf(m), 1, 0, 2 * m->It, T, RT, 1.0f, big1, 2 * m->It, 0, k->inT, Tp, 0, 1.0f, G_(m, gu), T, 0, 1);
+    be->gemm(be, dt_awa(m), 0, 0, RT, Tk, 2 * m->It, 1.0f, big1, 2 * m->It, 0, W_(m, w, gu), WLD(m, gu), 0, 1.0f, w2,
+             Tp, 0, 1);
+    be->transpose(be, d_in, m->D, w2, Tp, m->B, m->D, T);
 }
 
-static void block_fwd(trm_model *m, const float *w, int l, trm_block_acts *k) {
+static void block_fwd(trm_model *m, const void *w, int l, trm_block_acts *k) {
     trm_backend *be = m->be;
     int R = m->B * m->T, D = m->D;
     if (m->cfg.mlp_t)
         mixer_mlpt_fwd(m, w, l, k);
     else
         mixer_attn_fwd(m, w, l, k);
-    linear_fwd(be, k->gu, k->y1, P_(m, w, m->p_layer[l][2]), R, D, 2 * m->I);
+    linear_fwd(m, k->gu, k->y1, w, m->p_layer[l][2], R, D, 2 * m->I);
     be->swiglu_fwd(be, k->act, k->gu, R, m->I);
-    linear_fwd(be, m->tmp_rows, k->act, P_(m, w, m->p_layer[l][3]), R, m->I, D);
-    be->rmsnorm_fwd(be, k->y2, k->rstd2, k->y1, m->tmp_rows, R, D, (float)m->cfg.rms_norm_eps);
+    linear_fwd(m, m->tmp_rows, k->act, w, m->p_layer[l][3], R, m->I, D);
+    be->rmsnorm_fwd(be, k->y2, k->rstd2, k->y1, m->tmp_rows, R, D, D, (float)m->cfg.rms_norm_eps);
 }
 
 /* In place: `d` holds dL/dy2 on entry and dL/d(block input) on exit. */
-static void block_bwd(trm_model *m, int l, trm_block_acts *k, float *d) {
+static void block_bwd(trm_model *m, int l, trm_block_acts *k, void *d) {
     trm_backend *be = m->be;
     int R = m->B * m->T, D = m->D;
-    size_t RT = (size_t)m->B * m->D;
-    float *big1 = m->tmp_big;
-    float *big2 = big1 + max3((size_t)R * 2 * m->I, RT * 2 * m->It, (size_t)R * 3 * D);
-    float *w1 = big2 + max3((size_t)R * m->I, RT * m->It, (size_t)R * D);
-    float *w2 = w1 + (size_t)R * D;
-    const float *w = m->w;
-    float *dx2 = m->dz2;
-    be->rmsnorm_bwd(be, dx2, d, k->y2, k->rstd2, R, D);
+    size_t sz[4];
+    bwd_work_sizes(m, sz);
+    void *big1 = m->tmp_big, *big2 = A_(m, big1, sz[0]), *w1 = A_(m, big2, sz[1]), *w2 = A_(m, w1, sz[2]);
+    void *dx2 = m->dz2;
+    be->rmsnorm_bwd(be, dx2, d, k->y2, k->rstd2, R, D, D);
     be->swiglu_fwd(be, k->act, k->gu, R, m->I); /* recomputed (shared buffer) */
-    linear_bwd(be, big2, G_(m, m->p_layer[l][3]), dx2, k->act, P_(m, w, m->p_layer[l][3]), R, m->I, D, 0);
+    linear_bwd(m, big2, m->p_layer[l][3], dx2, k->act, R, m->I, D, 0);
     be->swiglu_bwd(be, big1, big2, k->gu, R, m->I);
     /* dy1 = dx2 + dgu·Wgu, built in dx2 */
-    linear_bwd(be, dx2, G_(m, m->p_layer[l][2]), big1, k->y1, P_(m, w, m->p_layer[l][2]), R, D, 2 * m->I, 1);
+    linear_bwd(m, dx2, m->p_layer[l][2], big1, k->y1, R, D, 2 * m->I, 1);
     if (m->cfg.mlp_t)
         mixer_mlpt_bwd(m, l, k, dx2, d, w1, w2, big1, big2);
     else
-        mixer_attn_bwd(m, l, k, dx2, d, w1, big1, big2);
+        mixer_attn_bwd(m, l, k, dx2, d, big1, big2);
 }
 
 /* ---------------------------------------------------------------------------------------
  * Net = blocks applied to (h + inj); the recursion; heads
  * ------------------------------------------------------------------------------------- */
 
-const float *trm_net_fwd(trm_model *m, const float *w, int level, const float *const *parts, int nparts,
-                         const float *inj, trm_net_acts *save) {
+const void *trm_net_fwd(trm_model *m, const void *w, int level, const void *const *parts, int nparts,
+                        const void *inj, trm_net_acts *save) {
     trm_backend *be = m->be;
     trm_net_acts *a = save ? save : m->scratch;
     size_t n = (size_t)m->B * m->T * m->D;
-    const float *second = nparts > 1 ? parts[1] : inj;
+    const void *second = nparts > 1 ? parts[1] : inj;
     if (second)
         be->add(be, a->x0, parts[0], second, n);
     else
-        be->copy(be, a->x0, parts[0], n * sizeof(float));
+        be->copy(be, a->x0, parts[0], n * m->esz);
     for (int i = 2; i < nparts; i++) be->axpy(be, a->x0, parts[i], 1.0f, n);
     if (inj && nparts > 1) be->axpy(be, a->x0, inj, 1.0f, n);
-    float *cur = a->x0;
+    const void *cur = a->x0;
     for (int j = 0; j < m->level_layers[level]; j++) {
         trm_block_acts *k = save ? &a->blk[j] : &a->blk[j % 2];
         k->in = cur;
@@ -699,23 +801,23 @@ const float *trm_net_fwd(trm_model *m, const float *w, int level, const float *c
     return cur;
 }
 
-void trm_net_bwd(trm_model *m, int level, trm_net_acts *a, float *d) {
+void trm_net_bwd(trm_model *m, int level, trm_net_acts *a, void *d) {
     for (int j = m->level_layers[level] - 1; j >= 0; j--) block_bwd(m, m->level_first[level] + j, &a->blk[j], d);
 }
 
-void trm_state_add(trm_model *m, float *y, const float *a, const float *b) {
+void trm_state_add(trm_model *m, void *y, const void *a, const void *b) {
     m->be->add(m->be, y, a, b, (size_t)m->B * m->T * m->D);
 }
 
-void trm_state_acc(trm_model *m, float *y, const float *x) {
+void trm_state_acc(trm_model *m, void *y, const void *x) {
     m->be->axpy(m->be, y, x, 1.0f, (size_t)m->B * m->T * m->D);
 }
 
-void trm_state_copy(trm_model *m, float *y, const float *x) {
-    m->be->copy(m->be, y, x, (size_t)m->B * m->T * m->D * sizeof(float));
+void trm_state_copy(trm_model *m, void *y, const void *x) {
+    m->be->copy(m->be, y, x, (size_t)m->B * m->T * m->D * m->esz);
 }
 
-void trm_state_set(trm_model *m, float *const *z, const float **cur, int k, const float *out, int saved) {
+void trm_state_set(trm_model *m, void *const *z, const void **cur, int k, const void *out, int saved) {
     if (saved) {
         cur[k] = out;
         return;
@@ -724,7 +826,7 @@ void trm_state_set(trm_model *m, float *const *z, const float **cur, int k, cons
     cur[k] = z[k];
 }
 
-void trm_state_flush(trm_model *m, float *const *z, const float **cur) {
+void trm_state_flush(trm_model *m, void *const *z, const void **cur) {
     for (int k = 0; k < m->nstates; k++)
         if (cur[k] != z[k]) trm_state_copy(m, z[k], cur[k]);
 }
@@ -734,20 +836,27 @@ void trm_model_net_calls(const trm_model_config *c, int level, int *nograd, int 
     if (c->arch >= 0 && c->arch < TRM_NARCH) arch_ops[c->arch]->net_calls(c, level, nograd, grad);
 }
 
-static void heads_fwd(trm_model *m, const float *w, const float *zH, float *logits, float *q) {
+/* logits (fp32, may be NULL) and q (fp32) of zH; the GEMM weights `w`, the fp32 bias from wf. */
+static void heads_fwd(trm_model *m, const void *w, const float *wf, const void *zH, float *logits, float *q) {
     trm_backend *be = m->be;
     int R = m->B * m->T, D = m->D;
-    if (logits) linear_fwd(be, logits, zH, P_(m, w, m->p_lm), R, D, m->V);
-    be->gemm(be, 0, 1, m->B, 2, D, 1.0f, zH, m->T * D, 0, P_(m, w, m->p_qw), D, 0, 0.0f, q, 2, 0, 1);
-    be->bias_fwd(be, q, P_(m, w, m->p_qb), m->B, 2, 2);
+    trm_gemm_dt to_f32 = {(uint8_t)m->act_dt, (uint8_t)m->wdt, TRM_F32};
+    if (logits) be->gemm(be, to_f32, 0, 1, R, m->V, D, 1.0f, zH, D, 0, W_(m, w, m->p_lm), WLD(m, m->p_lm), 0, 0.0f, logits, m->V, 0, 1);
+    be->gemm(be, to_f32, 0, 1, m->B, 2, D, 1.0f, zH, m->T * D, 0, W_(m, w, m->p_qw), WLD(m, m->p_qw), 0, 0.0f, q, 2, 0, 1);
+    be->bias_fwd(be, q, P_(m, wf, m->p_qb), m->B, 2, 2);
 }
 
-static void heads_bwd(trm_model *m, const float *zH, float *dz) {
+/* The fp32 output gradients (dlogits, dq) reach the activations and weights; a backend with
+ * bf16 GEMMs takes them to bf16 as the reference's cast of the logits does. */
+static void heads_bwd(trm_model *m, const void *zH, void *dz) {
     trm_backend *be = m->be;
     int R = m->B * m->T, D = m->D;
-    linear_bwd(be, dz, G_(m, m->p_lm), m->dlogits, zH, P_(m, m->w, m->p_lm), R, D, m->V, 0);
-    be->gemm(be, 1, 0, 2, D, m->B, 1.0f, m->dq, 2, 0, zH, m->T * D, 0, 1.0f, G_(m, m->p_qw), D, 0, 1);
-    be->gemm(be, 0, 0, m->B, D, 2, 1.0f, m->dq, 2, 0, P_(m, m->w, m->p_qw), D, 0, 1.0f, dz, m->T * D, 0, 1);
+    const void *w = m->wcur;
+    trm_gemm_dt fa_f = {TRM_F32, (uint8_t)m->act_dt, TRM_F32}, fw_a = {TRM_F32, (uint8_t)m->wdt, (uint8_t)m->act_dt};
+    be->gemm(be, fa_f, 1, 0, m->V, D, R, 1.0f, m->dlogits, m->V, 0, zH, D, 0, 1.0f, G_(m, m->p_lm), D, 0, 1);
+    be->gemm(be, fw_a, 0, 0, R, D, m->V, 1.0f, m->dlogits, m->V, 0, W_(m, w, m->p_lm), WLD(m, m->p_lm), 0, 0.0f, dz, D, 0, 1);
+    be->gemm(be, fa_f, 1, 0, 2, D, m->B, 1.0f, m->dq, 2, 0, zH, m->T * D, 0, 1.0f, G_(m, m->p_qw), D, 0, 1);
+    be->gemm(be, fw_a, 0, 0, m->B, D, 2, 1.0f, m->dq, 2, 0, W_(m, w, m->p_qw), WLD(m, m->p_qw), 0, 1.0f, dz, m->T * D, 0, 1);
     be->bias_bwd(be, G_(m, m->p_qb), m->dq, m->B, 2, 2);
 }
 
@@ -791,35 +900,51 @@ static void reset_halted(trm_model *m) {
 
 /* target_q_continue: one more no-grad inner step on the new carry, which must be left
  * untouched, so it runs on copies (in the backward's work area, free until then). */
-static const float *bootstrap_q(trm_model *m, const float *w) {
+static const float *bootstrap_q(trm_model *m, const void *w, const float *wf) {
     size_t n = (size_t)m->B * m->T * m->D;
-    float *copy[TRM_MAX_STATES];
+    void *copy[TRM_MAX_STATES];
     for (int k = 0; k < m->nstates; k++) {
-        copy[k] = m->tmp_big + (size_t)k * n;
+        copy[k] = A_(m, m->tmp_big, (size_t)k * n);
         trm_state_copy(m, copy[k], m->z[k]);
     }
     ops_of(m)->forward(m, w, copy, 0);
-    heads_fwd(m, w, copy[0], NULL, m->q_next);
+    heads_fwd(m, w, wf, copy[0], NULL, m->q_next);
     m->be->q_target(m->be, m->B, m->q_target, m->q_next, m->steps, m->cfg.halt_max_steps);
     return m->q_target;
 }
 
+/* The weights this step's GEMMs read: the fp32 ones, or their bf16 copy made now (inside the
+ * step, so a captured graph refreshes it every replay). */
+static const void *gemm_weights(trm_model *m, const float *w) {
+    if (m->wdt == TRM_F32) return w;
+    for (int i = 0; i < m->nparams; i++) {
+        const trm_param *p = &m->params[i];
+        if (i == m->p_tok || i == m->p_pos || i == m->p_qb) continue; /* read in fp32 by their ops */
+        int cols = (int)(p->ndim == 2 ? p->shape[1] : 1);
+        m->be->convert(m->be, (char *)m->wg + m->wg_off[i] * 2, TRM_BF16, m->wg_ld[i], w + p->offset, TRM_F32, cols,
+                       (int)p->shape[0], cols);
+    }
+    return m->wg;
+}
+
 void trm_model_step_body(trm_model *m, const trm_step_opts *o) {
     trm_backend *be = m->be;
-    const float *w = o->weights ? o->weights : m->w;
+    const float *wf = o->weights ? o->weights : m->w;
     int grad = o->want_grad && !m->cfg.inference_only;
+    const void *w = gemm_weights(m, wf);
+    m->wcur = w;
 
     reset_halted(m);
-    trm_embed_args ea = embed_args(m, w);
+    trm_embed_args ea = embed_args(m, wf);
     be->embed_fwd(be, m->x_emb, &ea);
     ops_of(m)->forward(m, w, m->z, grad);
-    heads_fwd(m, w, m->z[0], m->logits, m->q);
+    heads_fwd(m, w, wf, m->z[0], m->logits, m->q);
     /* halt_fixed (the baseline without ACT) halts as evaluation does: at halt_max_steps */
     be->act_update(be, m->B, m->steps, m->halted, m->q, m->cfg.halt_max_steps, o->training && !m->cfg.halt_fixed,
                    m->cfg.no_ACT_continue, (float)m->cfg.halt_exploration_prob, o->seed,
                    (uint64_t)m->rank * (uint64_t)m->B, m->rng_step);
     const float *q_target = NULL;
-    if (o->training && m->cfg.halt_max_steps > 1 && m->q_target_on && !m->cfg.halt_fixed) q_target = bootstrap_q(m, w);
+    if (o->training && m->cfg.halt_max_steps > 1 && m->q_target_on && !m->cfg.halt_fixed) q_target = bootstrap_q(m, w, wf);
 
     trm_loss_args la = {
         .B = m->B, .S = m->S, .V = m->V, .P = m->P,
@@ -836,7 +961,7 @@ void trm_model_step_body(trm_model *m, const trm_step_opts *o) {
     /* ---- backward ---- */
     be->zero(be, m->g, m->n_flat * sizeof(float));
     heads_bwd(m, m->z[0], m->dz);
-    be->zero(be, m->dx_emb, (size_t)m->B * m->T * m->D * sizeof(float));
+    be->zero(be, m->dx_emb, (size_t)m->B * m->T * m->D * m->esz);
     ops_of(m)->backward(m);
     be->embed_bwd(be, m->dx_emb, &ea, G_(m, m->p_tok), m->p_pos >= 0 ? G_(m, m->p_pos) : NULL,
                   m->cfg.puzzle_emb_ndim ? m->d_puz_rows : NULL);

@@ -1,7 +1,9 @@
 /* model.h — the models, written once and device-free: parameter table, carry, the recursion
  * of the chosen architecture (arch.h: TRM, HRM, trm_singlez, trm_hier6, the transformer
  * baseline) with activations kept for the final cycle only, heads, ACT step, loss and the
- * backward pass, all through the backend table (backend.h). */
+ * backward pass, all through the backend table (backend.h). Activations (carry states
+ * included) are in the backend's activation type (act_dt: fp32, or bf16 in a bf16 run on a
+ * backend that keeps them so); trm_model_act_get/put move them to and from fp32 host memory. */
 #ifndef TRM_MODEL_H
 #define TRM_MODEL_H
 #include <stdint.h>
@@ -54,6 +56,10 @@ typedef struct {
     trm_backend *be;
     /* derived sizes */
     int P, T, D, H, hd, I, It, S, V, B;
+    int Tp;               /* T rounded up to 8: the row length of mlp_t's transposed (B, D, ·) tensors */
+    int Tk;               /* mlp_t's T extent in its products: Tp where the GEMM weights are padded, else T */
+    int act_dt;           /* trm_dtype of activations (the backend's act_dt) */
+    size_t esz;           /* bytes per activation element */
     int A;                /* attention width num_heads·head_dim (≤ D: head_dim = D // num_heads) */
     /* the blocks of each level (TRM_LEVEL_L, TRM_LEVEL_H): count and first index in p_layer */
     int level_layers[TRM_NLEVELS], level_first[TRM_NLEVELS];
@@ -63,30 +69,39 @@ typedef struct {
     trm_param params[TRM_MAX_PARAMS];
     size_t n_flat;
     float *w, *g, *m, *v, *ema; /* ema NULL unless enabled */
+    /* The weights as the GEMMs read them: the fp32 weights themselves, or (act_dt bf16) a bf16
+     * copy `wg` made at the start of every step, in slices of their own layout (mlp_t's token
+     * weights padded from T to Tp, with zeros, so their products see aligned rows). */
+    int wdt;              /* trm_dtype of the GEMM weights */
+    void *wg;             /* the bf16 copy (NULL in fp32) */
+    size_t wg_off[TRM_MAX_PARAMS]; /* element offset of each parameter's slice */
+    int wg_ld[TRM_MAX_PARAMS];     /* and its row stride */
+    const void *wcur;     /* the GEMM weights of the step in progress (the backward reads them) */
     /* buffers: each carry state's reset vector (D; arch->init names), puzzle embedding table
      * (num_ids × ndim) */
     float *init[TRM_MAX_STATES], *puz_w;
     float *rope_cos, *rope_sin; /* T × hd */
     /* carry: arch->nstates states (B,T,D), named arch->state; z[0] feeds the heads */
     int nstates;
-    float *z[TRM_MAX_STATES];
+    void *z[TRM_MAX_STATES];
     int32_t *steps;
     uint8_t *halted;
     int32_t *cur_inputs, *cur_labels, *cur_pid;
     /* a second carry, swapped in while evaluating so training's carry survives */
-    float *z2[TRM_MAX_STATES];
+    void *z2[TRM_MAX_STATES];
     int32_t *steps2, *cur_inputs2, *cur_labels2, *cur_pid2;
     uint8_t *halted2;
     /* step inputs (device copies of the batch) */
     int32_t *in_inputs, *in_labels, *in_pid;
-    /* work buffers */
-    float *x_emb, *dx_emb, *d_puz_rows;
+    /* work buffers: x_emb, dx_emb, dz, dz2, tmp_rows, tmp_big and dacc are activations */
+    void *x_emb, *dx_emb;
+    float *d_puz_rows;
     float *logits, *dlogits, *q, *dq, *q_next, *q_target;
     int32_t *preds;
     double *metrics;      /* TRM_NMETRICS on the device */
     uint64_t *rng_step;   /* the exploration counter, written before each step */
-    float *dz, *dz2, *tmp_rows, *tmp_big;
-    float *dacc;          /* trm_hier6's backward: the gradient reaching every z_L (else NULL) */
+    void *dz, *dz2, *tmp_rows, *tmp_big;
+    void *dacc;           /* trm_hier6's backward: the gradient reaching every z_L (else NULL) */
     trm_net_acts *saved;  /* the final cycle's Net calls (how many: the architecture's saved_calls) */
     trm_net_acts *scratch;/* for no-grad calls */
     void *act_arena[TRM_ARENA_CHUNKS]; /* the activations, in as few allocations as the backend allows */
@@ -135,7 +150,7 @@ void trm_model_gather_outputs(trm_model *m);
 typedef struct {
     int64_t rows;
     int nstates;
-    float *z[TRM_MAX_STATES]; /* the model's carry states (arch->state names) */
+    float *z[TRM_MAX_STATES]; /* the model's carry states (arch->state names), fp32 */
     int32_t *steps, *inputs, *labels, *pid;
     uint8_t *halted;
 } trm_carry_host;
@@ -143,6 +158,11 @@ typedef struct {
  * ranks' *c stays empty); one process: its own carry. Free with trm_carry_host_free. */
 void trm_model_carry_to_host(const trm_model *m, trm_carry_host *c);
 void trm_carry_host_free(trm_carry_host *c);
+
+/* n activations at `dev` to or from fp32 host memory (bf16 activations converted on the host;
+ * rounded to nearest even on the way in). */
+void trm_model_act_get(const trm_model *m, float *host, const void *dev, size_t n);
+void trm_model_act_put(const trm_model *m, void *dev, const float *host, size_t n);
 
 /* Host batch → the model's step inputs. */
 void trm_model_set_batch(trm_model *m, const int32_t *inputs, const int32_t *labels,

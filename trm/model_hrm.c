@@ -18,10 +18,10 @@ static void hrm_calls(const trm_model_config *c, int level, int *nograd, int *gr
     *grad = 1;
 }
 
-static void hrm_forward(trm_model *m, const float *w, float *const *z, int grad) {
+static void hrm_forward(trm_model *m, const void *w, void *const *z, int grad) {
     enum { ZH, ZL };
-    const float *cur[2] = {z[ZH], z[ZL]};
-    float *hx = m->dx_emb;
+    const void *cur[2] = {z[ZH], z[ZL]};
+    void *hx = m->dx_emb;
     for (int h = 0; h < m->cfg.H_cycles; h++) {
         int last_h = h == m->cfg.H_cycles - 1;
         trm_state_add(m, hx, cur[ZH], m->x_emb);
@@ -59,8 +59,8 @@ static void baseline_calls(const trm_model_config *c, int level, int *nograd, in
     *grad = level == TRM_LEVEL_H;
 }
 
-static void baseline_forward(trm_model *m, const float *w, float *const *z, int grad) {
-    const float *cur[1] = {z[0]};
+static void baseline_forward(trm_model *m, const void *w, void *const *z, int grad) {
+    const void *cur[1] = {z[0]};
     trm_state_set(m, z, cur, 0, trm_net_fwd(m, w, TRM_LEVEL_H, cur, 1, m->x_emb, trm_saved_call(m, grad, 0)), grad);
     trm_state_flush(m, z, cur);
 }

@@ -27,10 +27,10 @@ static void chain_backward(trm_model *m) {
 
 /* ---- TRM: z_L ← Net(z_L, z_H + x) L_cycles times, then z_H ← Net(z_H, z_L) ---- */
 
-static void trm_forward(trm_model *m, const float *w, float *const *z, int grad) {
+static void trm_forward(trm_model *m, const void *w, void *const *z, int grad) {
     enum { ZH, ZL };
-    const float *cur[2] = {z[ZH], z[ZL]};
-    float *hx = m->dx_emb;
+    const void *cur[2] = {z[ZH], z[ZL]};
+    void *hx = m->dx_emb;
     int L = m->cfg.L_cycles;
     for (int h = 0; h < m->cfg.H_cycles; h++) {
         int save = grad && h == m->cfg.H_cycles - 1;
@@ -47,8 +47,8 @@ const trm_arch_ops trm_ops_trm = {saved_l_plus_one, calls_l_plus_one, trm_forwar
 
 /* ---- trm_singlez: z_L ← Net(z_L + x) L_cycles times, then z_L ← Net(z_L) ---- */
 
-static void singlez_forward(trm_model *m, const float *w, float *const *z, int grad) {
-    const float *cur[1] = {z[0]};
+static void singlez_forward(trm_model *m, const void *w, void *const *z, int grad) {
+    const void *cur[1] = {z[0]};
     int L = m->cfg.L_cycles;
     for (int h = 0; h < m->cfg.H_cycles; h++) {
         int save = grad && h == m->cfg.H_cycles - 1;
@@ -66,16 +66,16 @@ const trm_arch_ops trm_ops_trm_singlez = {saved_l_plus_one, calls_l_plus_one, si
 
 enum { HIER_L0 = 1, HIER_NL = TRM_MAX_STATES - 1 }; /* z[HIER_L0 + i] is z_L(i+1) */
 
-static void hier6_forward(trm_model *m, const float *w, float *const *z, int grad) {
-    const float *cur[TRM_MAX_STATES];
+static void hier6_forward(trm_model *m, const void *w, void *const *z, int grad) {
+    const void *cur[TRM_MAX_STATES];
     for (int k = 0; k < TRM_MAX_STATES; k++) cur[k] = z[k];
-    float *hx = m->dx_emb;
+    void *hx = m->dx_emb;
     int L = m->cfg.L_cycles;
     for (int h = 0; h < m->cfg.H_cycles; h++) {
         int save = grad && h == m->cfg.H_cycles - 1;
         trm_state_add(m, hx, cur[0], m->x_emb);
         for (int l = 0; l < L; l++) {
-            const float *out = trm_net_fwd(m, w, TRM_LEVEL_L, &cur[HIER_L0], HIER_NL, hx, trm_saved_call(m, save, l));
+            const void *out = trm_net_fwd(m, w, TRM_LEVEL_L, &cur[HIER_L0], HIER_NL, hx, trm_saved_call(m, save, l));
             trm_state_set(m, z, cur, HIER_L0 + l, out, save);
         }
         /* Net(z_H, s) adds z_H to the finished sum s: the same float as s + z_H */

@@ -522,6 +522,13 @@ uint16_t st_f32_to_bf16(float f) {
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
+float st_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
 /* ---- writer ---------------------------------------------------------------------------- */
 
 void st_writer_init(st_writer *w) { memset(w, 0, sizeof *w); }

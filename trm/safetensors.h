@@ -44,6 +44,7 @@ const char *st_dtype_name(st_dtype t);
 int st_read_f32(const st_tensor *t, float *out, trm_err *e);
 /* float32 -> bfloat16 bits, rounding to nearest even as torch does (NaN stays NaN). */
 uint16_t st_f32_to_bf16(float f);
+float st_bf16_to_f32(uint16_t h);
 
 /* Writer: collect tensors (data borrowed until st_writer_save) and metadata, then save
  * atomically. crc32 of every tensor is added to the metadata as "crc32.<name>". */

@@ -8,15 +8,16 @@ extern "C" {
 #include "act_rules.h"
 }
 
-__global__ void act_reset_z(float *zH, float *zL, const float *H_init, const float *L_init,
-                            const uint8_t *halted, int B, int TD, int D) {
+template <typename T>
+__global__ void act_reset_z(T *zH, T *zL, const float *H_init, const float *L_init, const uint8_t *halted, int B,
+                            int TD, int D) {
     size_t n = (size_t)B * TD;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         if (!halted[i / TD]) continue;
         int d = (int)(i % D);
-        if (zH) zH[i] = H_init[d];
-        if (zL) zL[i] = L_init[d];
+        if (zH) zH[i] = from_f<T>(H_init[d]);
+        if (zL) zL[i] = from_f<T>(L_init[d]);
     }
 }
 
@@ -38,14 +39,15 @@ __global__ void act_reset_rows(const uint8_t *halted, int B, int S, int32_t *ste
     }
 }
 
-void k_act_reset(cudaStream_t st, int B, int T, int D, int S, const uint8_t *halted, float *zH,
-                 float *zL, const float *H_init, const float *L_init, int32_t *steps,
+void k_act_reset(cudaStream_t st, int dt, int B, int Tn, int D, int S, const uint8_t *halted, void *zH,
+                 void *zL, const float *H_init, const float *L_init, int32_t *steps,
                  int32_t *cur_inputs, int32_t *cur_labels, int32_t *cur_pid,
                  const int32_t *new_inputs, const int32_t *new_labels, const int32_t *new_pid) {
     if (B <= 0) return;
-    size_t n = (size_t)B * T * D;
+    size_t n = (size_t)B * Tn * D;
     if ((zH || zL) && n)
-        act_reset_z<<<grid_for(n, 256), 256, 0, st>>>(zH, zL, H_init, L_init, halted, B, T * D, D);
+        ACT_DISPATCH(dt, act_reset_z<T><<<grid_for(n, 256), 256, 0, st>>>((T *)zH, (T *)zL, H_init, L_init, halted, B,
+                                                                          Tn * D, D));
     size_t m = (size_t)B * (S > 0 ? S : 1);
     act_reset_rows<<<grid_for(m, 256), 256, 0, st>>>(halted, B, S > 0 ? S : 1, steps, cur_inputs,
                                                      cur_labels, cur_pid, new_inputs, new_labels,

@@ -5,11 +5,12 @@
  * it too) and dS = P∘(dP − rowsum). Scores are one head's (B, T, T) at a time (head h of H), so
  * the score buffer is H times smaller; lse and rowsums are (B, H, T). */
 
+#include "common.cuh"
+
 /* The lse/rowsum index of score row r = b·T + i of head h. */
 __device__ __forceinline__ size_t head_row(size_t r, int T, int H, int h) {
     return ((r / T) * H + h) * T + r % T;
 }
-#include "common.cuh"
 
 __global__ void softmax_lse_kernel(float *S, float *lse, size_t rows, int T, int H, int h) {
     int warps = blockDim.x / 32, lane = threadIdx.x & 31;
@@ -47,15 +48,15 @@ void k_exp_lse(cudaStream_t st, float *S, const float *lse, int B, int H, int T,
 }
 
 /* dr[(b·H + h)·T + i] = Σ_c dO[b,i,h,c]·O[b,i,h,c]: one warp per (b, i, h). */
-__global__ void att_rowdot_kernel(float *dr, const float *dout, const float *out, int B, int T,
-                                  int H, int hd) {
+template <typename E>
+__global__ void att_rowdot_kernel(float *dr, const E *dout, const E *out, int B, int T, int H, int hd) {
     int warps = blockDim.x / 32, lane = threadIdx.x & 31;
     size_t rows = (size_t)B * T * H;
     for (size_t r = blockIdx.x * (size_t)warps + threadIdx.x / 32; r < rows;
          r += (size_t)gridDim.x * warps) {
-        const float *g = dout + r * hd, *o = out + r * hd;
+        const E *g = dout + r * hd, *o = out + r * hd;
         float s = 0.f;
-        for (int c = lane; c < hd; c += 32) s += g[c] * o[c];
+        for (int c = lane; c < hd; c += 32) s += to_f(g[c]) * to_f(o[c]);
         s = warp_sum(s);
         if (lane == 0) {
             int h = (int)(r % H);
@@ -66,10 +67,11 @@ __global__ void att_rowdot_kernel(float *dr, const float *dout, const float *out
         }
     }
 }
-void k_att_rowdot(cudaStream_t st, float *dr, const float *dout, const float *out, int B, int T,
-                  int H, int hd) {
-    size_t rows = (size_t)B * T * H;
-    if (rows) att_rowdot_kernel<<<grid_for(rows, 8), 256, 0, st>>>(dr, dout, out, B, T, H, hd);
+void k_att_rowdot(cudaStream_t st, int dt, float *dr, const void *dout, const void *out, int B, int Tn, int H, int hd) {
+    size_t rows = (size_t)B * Tn * H;
+    if (rows)
+        ACT_DISPATCH(dt, att_rowdot_kernel<T><<<grid_for(rows, 8), 256, 0, st>>>(dr, (const T *)dout, (const T *)out, B,
+                                                                                 Tn, H, hd));
 }
 
 __global__ void att_ds_kernel(float *dP, const float *P, const float *dr, size_t n, int T, int H,
@@ -86,23 +88,19 @@ void k_att_ds(cudaStream_t st, float *dP, const float *P, const float *dr, int B
 /* ---- fused attention for bf16 runs (head dim 64) -------------------------------------------
  * Flash-attention style: a block holds a tile of queries (forward, dQ) or keys (dK, dV) and
  * walks the other side in tiles of 64 rows, so no T×T scores ever reach memory. Products run
- * on tensor cores (mma.sync m16n8k16 on bf16 copies of q, k, v and dO made once per call, fp32
- * accumulation), as the reference's bf16 attention does; softmax statistics, lse and the
- * gradients are fp32. Tiles arrive in shared memory by cp.async, the next one while the
+ * on tensor cores (mma.sync m16n8k16 on the bf16 activations q, k, v and dO, fp32
+ * accumulation), as the reference's bf16 attention does; softmax statistics and lse are fp32,
+ * the outputs (O, dQ, dK, dV) bf16 activations. Tiles arrive in shared memory by cp.async, the next one while the
  * current one is used, and reach registers by ldmatrix (transposed where a product needs the
  * other orientation, so one copy of each tile serves both). Each warp owns 16 rows; the scores
  * it computes are already in the register layout of the next product's A operand. dQ has its
  * own pass over the keys (recomputing the scores) rather than atomics, so results are the same
  * on every run. */
-#include <cuda_bf16.h>
-
 #define FA_T 64   /* rows of a streamed tile */
 #define FA_D 64   /* head dim */
 #define FA_LD 72  /* bf16 per padded tile row: 144-byte rows make ldmatrix conflict-free */
 #define FA_TILE (FA_T * FA_LD)
 #define LOG2E 1.4426950408889634f
-
-typedef __nv_bfloat16 bf16;
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
@@ -185,22 +183,22 @@ __device__ __forceinline__ void fa_zero(float acc[8][4]) {
     for (int j = 0; j < 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
 }
 
-/* 16 rows × 64 of C fragments into a (T, ld) fp32 matrix, row r scaled by s0 (r < 8) or s1;
+/* 16 rows × 64 of C fragments into a (T, ld) bf16 matrix, row r scaled by s0 (r < 8) or s1;
  * rows past T dropped. */
-__device__ __forceinline__ void fa_store(float *dst, size_t ld, int row0, int T, float acc[8][4], float s0, float s1) {
+__device__ __forceinline__ void fa_store(bf16 *dst, size_t ld, int row0, int T, float acc[8][4], float s0, float s1) {
     int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
     for (int j = 0; j < 8; j++) {
         if (row0 + g < T)
-            *reinterpret_cast<float2 *>(dst + (size_t)(row0 + g) * ld + j * 8 + 2 * t) = make_float2(acc[j][0] * s0, acc[j][1] * s0);
+            *reinterpret_cast<uint32_t *>(dst + (size_t)(row0 + g) * ld + j * 8 + 2 * t) = pack_bf16(acc[j][0] * s0, acc[j][1] * s0);
         if (row0 + g + 8 < T)
-            *reinterpret_cast<float2 *>(dst + (size_t)(row0 + g + 8) * ld + j * 8 + 2 * t) = make_float2(acc[j][2] * s1, acc[j][3] * s1);
+            *reinterpret_cast<uint32_t *>(dst + (size_t)(row0 + g + 8) * ld + j * 8 + 2 * t) = pack_bf16(acc[j][2] * s1, acc[j][3] * s1);
     }
 }
 
 #define FA_FWD_WARPS 8 /* 128 queries a block: each key tile serves twice as many */
 
 /* out, lse of 128 queries over every key tile. q16: bf16 (B, T, 3H, 64). */
-__global__ void __launch_bounds__(32 * FA_FWD_WARPS) flash_fwd_kernel(float *out, float *lse, const bf16 *q16, int T, int H, float sl2) {
+__global__ void __launch_bounds__(32 * FA_FWD_WARPS) flash_fwd_kernel(bf16 *out, float *lse, const bf16 *q16, int T, int H, float sl2) {
     __shared__ __align__(16) bf16 sK[2][FA_TILE], sV[2][FA_TILE];
     int h = blockIdx.y, b = blockIdx.z, w = threadIdx.x >> 5, q0 = blockIdx.x * FA_FWD_WARPS * 16;
     int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
@@ -275,7 +273,7 @@ __global__ void __launch_bounds__(32 * FA_FWD_WARPS) flash_fwd_kernel(float *out
 }
 
 /* dK and dV of 64 keys (4 warps), over every query tile. q16: bf16 qkv; o16: bf16 dO. */
-__global__ void __launch_bounds__(128) flash_bwd_kv_kernel(float *dqkv, const bf16 *q16, const bf16 *o16,
+__global__ void __launch_bounds__(128) flash_bwd_kv_kernel(bf16 *dqkv, const bf16 *q16, const bf16 *o16,
                                                            const float *lse, const float *dr, int T, int H,
                                                            float sl2, float scale) {
     __shared__ __align__(16) bf16 sQ[2][FA_TILE], sO[2][FA_TILE];
@@ -339,7 +337,7 @@ __global__ void __launch_bounds__(128) flash_bwd_kv_kernel(float *dqkv, const bf
 }
 
 /* dQ of 64 queries (4 warps), over every key tile. */
-__global__ void __launch_bounds__(128) flash_bwd_q_kernel(float *dqkv, const bf16 *q16, const bf16 *o16,
+__global__ void __launch_bounds__(128) flash_bwd_q_kernel(bf16 *dqkv, const bf16 *q16, const bf16 *o16,
                                                           const float *lse, const float *dr, int T, int H,
                                                           float sl2, float scale) {
     __shared__ __align__(16) bf16 sK[2][FA_TILE], sV[2][FA_TILE];
@@ -401,17 +399,17 @@ int k_flash_ok(const void *a, const void *b, int hd) {
     return hd == FA_D && ((uintptr_t)a & 15u) == 0 && ((uintptr_t)b & 15u) == 0;
 }
 
-void k_flash_fwd(cudaStream_t st, float *out, float *lse, const void *qkv16, int B, int T, int H) {
+void k_flash_fwd(cudaStream_t st, void *out, float *lse, const void *qkv, int B, int T, int H) {
     int rows = FA_FWD_WARPS * 16;
     dim3 grid((unsigned)((T + rows - 1) / rows), (unsigned)H, (unsigned)B);
-    flash_fwd_kernel<<<grid, 32 * FA_FWD_WARPS, 0, st>>>(out, lse, (const bf16 *)qkv16, T, H, LOG2E / sqrtf((float)FA_D));
+    flash_fwd_kernel<<<grid, 32 * FA_FWD_WARPS, 0, st>>>((bf16 *)out, lse, (const bf16 *)qkv, T, H, LOG2E / sqrtf((float)FA_D));
 }
 
-void k_flash_bwd(cudaStream_t st, float *dqkv, const void *dout16, const void *qkv16, const float *lse,
-                 const float *dr, int B, int T, int H) {
+void k_flash_bwd(cudaStream_t st, void *dqkv, const void *dout, const void *qkv, const float *lse, const float *dr,
+                 int B, int T, int H) {
     dim3 grid((unsigned)((T + FA_T - 1) / FA_T), (unsigned)H, (unsigned)B);
     float scale = 1.0f / sqrtf((float)FA_D);
-    const bf16 *q = (const bf16 *)qkv16, *o = (const bf16 *)dout16;
-    flash_bwd_kv_kernel<<<grid, 128, 0, st>>>(dqkv, q, o, lse, dr, T, H, scale * LOG2E, scale);
-    flash_bwd_q_kernel<<<grid, 128, 0, st>>>(dqkv, q, o, lse, dr, T, H, scale * LOG2E, scale);
+    const bf16 *q = (const bf16 *)qkv, *o = (const bf16 *)dout;
+    flash_bwd_kv_kernel<<<grid, 128, 0, st>>>((bf16 *)dqkv, q, o, lse, dr, T, H, scale * LOG2E, scale);
+    flash_bwd_q_kernel<<<grid, 128, 0, st>>>((bf16 *)dqkv, q, o, lse, dr, T, H, scale * LOG2E, scale);
 }

@@ -1,9 +1,12 @@
 /* backend_cuda.cu — the `cuda` backend: the table of backend.h on one GPU. Memory and copies
- * on one stream, GEMMs through cuBLASLt (plans cached per shape; fp32, or bf16 tensor cores
- * with fp32 accumulation when use_bf16), attention as per-head strided-batched GEMMs around
- * the softmax kernels, everything else in kernels/cuda/<op>.cu. The compile stage's graph
- * capture lives here too: ops issued between capture_begin and capture_end become one CUDA
- * graph. No op synchronises with the host except to_host and sync. */
+ * on one stream, GEMMs through cuBLASLt (plans cached per shape and element types; fp32, or
+ * bf16 tensor cores with fp32 accumulation when use_bf16, on bf16 activations end to end;
+ * with tune_gemms, the compile stage's first eager step times cuBLASLt's candidate algorithms
+ * on each shape and keeps the fastest), attention fused (attention.cu) on bf16 activations
+ * with head dim 64, else as per-head strided-batched GEMMs around the softmax kernels,
+ * everything else in kernels/cuda/<op>.cu. The compile stage's graph capture lives here too:
+ * ops issued between capture_begin and capture_end become one CUDA graph. No op synchronises
+ * with the host except to_host, sync and the GEMM timing of the plan stage. */
 #include <cublasLt.h>
 #include <math.h>
 #include <stdio.h>
@@ -51,6 +54,7 @@ static void cublas_check(cublasStatus_t r, const char *what, const char *file, i
 
 typedef struct {
     int ta, tb, M, N, K, lda, ldb, ldc, batch, mode, align; /* mode: GEMM_* */
+    int c_bf16;                                              /* C (and D) in bf16 */
     int64_t sA, sB, sC;
 } gemm_key;
 
@@ -69,11 +73,13 @@ typedef struct {
     size_t bytes;
 } scratch_buf;
 
-enum { SCR_ATT_S, SCR_ATT_DP, SCR_ATT_DR, SCR_ATT_QKV16, SCR_ATT_DO16, SCR_EMBED, SCR_LOSS, SCR_BF16_A, SCR_BF16_B, SCR_COUNT };
+enum { SCR_ATT_S, SCR_ATT_DP, SCR_ATT_DR, SCR_EMBED, SCR_LOSS, SCR_BF16_A, SCR_BF16_B, SCR_TUNE, SCR_COUNT };
 
-/* GEMM precision of a plan: fp32; bf16 tensor cores reading fp32 operands; bf16 operands
- * converted just before the product. Accumulation and output are fp32 in all three. */
+/* GEMM precision of a plan: fp32; bf16 tensor cores reading fp32 operands; bf16 operands (bf16
+ * activations and weights, or fp32 ones converted just before the product). Accumulation is
+ * fp32 in all three; the output fp32 or bf16 (c_bf16). */
 enum { GEMM_FP32 = 0, GEMM_FAST_BF16 = 1, GEMM_BF16 = 2 };
+#define TUNE_CANDIDATES 16
 
 typedef struct {
     cudaStream_t stream;
@@ -84,6 +90,7 @@ typedef struct {
     scratch_buf scratch[SCR_COUNT];
     int capturing;
     void *nccl; /* the run's NCCL communicator, once comm_init ran */
+    int tuned, tune_gain; /* plans chosen by timing; of them, where another than the heuristic's first won */
 } cuda_ctx;
 
 static cuda_ctx *CTX(trm_backend *b) { return (cuda_ctx *)b->ctx; }
@@ -103,7 +110,13 @@ static void plan_release(gemm_plan *p) {
     cublasLtMatrixLayoutDestroy(p->c);
 }
 
-static gemm_plan *plan_for(cuda_ctx *c, const gemm_key *k) {
+/* The fastest of the heuristic's candidates on these operands (median of 5 after 2 warm-ups),
+ * writing into a scratch copy of C so that nothing the step computes is disturbed. */
+static int tune_algo(trm_backend *b, gemm_plan *p, const cublasLtMatmulHeuristicResult_t *res, int found,
+                     const void *A, const void *B, size_t c_bytes);
+
+static gemm_plan *plan_for(trm_backend *b, const gemm_key *k, const void *A, const void *B, size_t c_bytes) {
+    cuda_ctx *c = CTX(b);
     for (int i = 0; i < c->nplans; i++)
         if (memcmp(&c->plans[i].key, k, sizeof *k) == 0) return &c->plans[i];
     if (c->nplans == PLAN_SLOTS) { /* a new shape beyond the cache: drop the oldest plans */
@@ -118,13 +131,14 @@ static gemm_plan *plan_for(cuda_ctx *c, const gemm_key *k) {
     cublasOperation_t opa = k->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasComputeType_t ct = k->mode == GEMM_FAST_BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
     cudaDataType_t in_t = k->mode == GEMM_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    cudaDataType_t out_t = k->c_bf16 ? CUDA_R_16BF : CUDA_R_32F;
     CKL(cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F));
     CKL(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     CKL(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
     /* first operand (B buffer): op = N → N×K col-major; op = T → K×N */
     CKL(cublasLtMatrixLayoutCreate(&p->a, in_t, k->tb ? k->K : k->N, k->tb ? k->N : k->K, k->ldb));
     CKL(cublasLtMatrixLayoutCreate(&p->b, in_t, k->ta ? k->M : k->K, k->ta ? k->K : k->M, k->lda));
-    CKL(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, k->N, k->M, k->ldc));
+    CKL(cublasLtMatrixLayoutCreate(&p->c, out_t, k->N, k->M, k->ldc));
     if (k->batch > 1) {
         int32_t bc = k->batch;
         cublasLtMatrixLayout_t ls[3] = {p->a, p->b, p->c};
@@ -144,10 +158,10 @@ static gemm_plan *plan_for(cuda_ctx *c, const gemm_key *k) {
     CKL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al));
     CKL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al));
     CKL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al));
-    cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
-    cublasStatus_t r = cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->b, p->c, p->c, pref, 1,
-                                                      &res, &found);
+    cublasLtMatmulHeuristicResult_t res[TUNE_CANDIDATES];
+    int found = 0, want = b->tune_gemms && !c->capturing ? TUNE_CANDIDATES : 1;
+    cublasStatus_t r = cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->b, p->c, p->c, pref, want,
+                                                      res, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (r != CUBLAS_STATUS_SUCCESS || found == 0) {
         fprintf(stderr, "trm: cublasLt has no algorithm for a %s GEMM %dx%dx%d (ta %d tb %d, lda %d "
@@ -155,9 +169,46 @@ static gemm_plan *plan_for(cuda_ctx *c, const gemm_key *k) {
                 k->ta, k->tb, k->lda, k->ldb, k->ldc, k->batch);
         exit(1);
     }
-    p->algo = res.algo;
+    p->algo = res[found > 1 ? tune_algo(b, p, res, found, A, B, c_bytes) : 0].algo;
     c->nplans++;
     return p;
+}
+
+static int tune_algo(trm_backend *b, gemm_plan *p, const cublasLtMatmulHeuristicResult_t *res, int found,
+                     const void *A, const void *B, size_t c_bytes) {
+    cuda_ctx *c = CTX(b);
+    void *C = scratch(b, SCR_TUNE, c_bytes);
+    float alpha = 1.0f, beta = 0.0f, best_ms = 0.0f;
+    int best = 0;
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    for (int i = 0; i < found; i++) {
+        float t[7];
+        int ok = 1;
+        for (int r = 0; r < 7 && ok; r++) {
+            CK(cudaEventRecord(e0, c->stream));
+            ok = cublasLtMatmul(c->lt, p->op, &alpha, B, p->a, A, p->b, &beta, C, p->c, C, p->c, &res[i].algo,
+                                c->workspace, WORKSPACE_BYTES, c->stream) == CUBLAS_STATUS_SUCCESS;
+            CK(cudaEventRecord(e1, c->stream));
+            CK(cudaEventSynchronize(e1));
+            CK(cudaEventElapsedTime(&t[r], e0, e1));
+        }
+        if (!ok) continue;
+        for (int x = 2; x < 7; x++) /* median of the last five */
+            for (int y = x + 1; y < 7; y++)
+                if (t[y] < t[x]) {
+                    float v = t[x];
+                    t[x] = t[y], t[y] = v;
+                }
+        /* another algorithm only where it is clearly faster: fewer choices that flip between runs */
+        if (i == 0 || t[4] < best_ms * 0.97f) best = i, best_ms = t[4];
+    }
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    c->tuned++;
+    c->tune_gain += best != 0;
+    return best;
 }
 
 /* Elements from the first to the last one a (rows × cols, ld, batch, stride) operand touches. */
@@ -166,50 +217,69 @@ static size_t operand_span(int rows, int cols, int ld, int batch, int64_t stride
     return batch > 1 && stride ? (size_t)(batch - 1) * stride + one : one;
 }
 
-static void cuda_gemm(trm_backend *b, int ta, int tb, int M, int N, int K, float alpha,
-                      const float *A, int lda, int64_t sA, const float *B, int ldb, int64_t sB,
-                      float beta, float *C, int ldc, int64_t sC, int batch) {
+static void cuda_gemm(trm_backend *b, trm_gemm_dt dt, int ta, int tb, int M, int N, int K, float alpha,
+                      const void *A, int lda, int64_t sA, const void *B, int ldb, int64_t sB,
+                      float beta, void *C, int ldc, int64_t sC, int batch) {
     if (M <= 0 || N <= 0 || batch <= 0) return;
     cuda_ctx *c = CTX(b);
+    int csz = dt.c == TRM_BF16 ? 2 : 4;
     if (K <= 0) { /* C = beta·C: no product to take */
-        for (int i = 0; i < batch; i++)
+        for (int i = 0; i < batch; i++) {
+            char *Ci = (char *)C + (size_t)i * sC * csz;
             if (beta == 0.0f)
-                CK(cudaMemset2DAsync(C + i * sC, (size_t)ldc * 4, 0, (size_t)N * 4, M, c->stream));
+                CK(cudaMemset2DAsync(Ci, (size_t)ldc * csz, 0, (size_t)N * csz, M, c->stream));
             else
-                k_axpy(c->stream, C + i * sC, C + i * sC, beta - 1.0f, (size_t)(M - 1) * ldc + N);
+                k_axpy(c->stream, dt.c, Ci, Ci, beta - 1.0f, (size_t)(M - 1) * ldc + N);
+        }
         return;
     }
     int mode = GEMM_FP32;
     const void *a_op = A, *b_op = B;
     int esz = 4;
-    if (b->use_bf16) {
+    int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    if (dt.a == TRM_BF16 || dt.b == TRM_BF16 || dt.c == TRM_BF16) {
+        /* bf16 activations: an fp32 operand beside them (the loss head's gradients) is taken to
+         * bf16 first, as the reference's cast does */
+        mode = GEMM_BF16, esz = 2;
+        if (dt.a == TRM_F32) {
+            size_t na = operand_span(ar, ac, lda, batch, sA);
+            void *ca = scratch(b, SCR_BF16_A, na * 2);
+            k_to_bf16(c->stream, ca, (const float *)A, na);
+            a_op = ca;
+        }
+        if (dt.b == TRM_F32) {
+            size_t nb = operand_span(br, bc, ldb, batch, sB);
+            void *cb = scratch(b, SCR_BF16_B, nb * 2);
+            k_to_bf16(c->stream, cb, (const float *)B, nb);
+            b_op = cb;
+        }
+    } else if (b->use_bf16) {
         /* Dense operands are converted to bf16 once, in their own layout (full tensor-core
          * rate); strided views (one attention head of the QKV rows) are read as fp32 and
          * down-converted by cuBLASLt while loading, which costs less than gathering them. */
-        int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
         size_t na = operand_span(ar, ac, lda, batch, sA), nb = operand_span(br, bc, ldb, batch, sB);
         size_t ua = (size_t)ar * ac * (batch > 1 && sA ? batch : 1);
         size_t ub = (size_t)br * bc * (batch > 1 && sB ? batch : 1);
         if (na <= ua + ua / 4 && nb <= ub + ub / 4) {
             mode = GEMM_BF16;
             void *ca = scratch(b, SCR_BF16_A, na * 2), *cb = scratch(b, SCR_BF16_B, nb * 2);
-            k_to_bf16(c->stream, ca, A, na);
-            k_to_bf16(c->stream, cb, B, nb);
+            k_to_bf16(c->stream, ca, (const float *)A, na);
+            k_to_bf16(c->stream, cb, (const float *)B, nb);
             a_op = ca, b_op = cb, esz = 2;
         } else {
             mode = GEMM_FAST_BF16;
         }
     }
     int al = ptr_align(a_op, sA * esz);
-    int al2 = ptr_align(b_op, sB * esz), al3 = ptr_align(C, sC * 4);
+    int al2 = ptr_align(b_op, sB * esz), al3 = ptr_align(C, sC * csz);
     if (al2 < al) al = al2;
     if (al3 < al) al = al3;
     gemm_key k;
     memset(&k, 0, sizeof k);
     k.ta = ta, k.tb = tb, k.M = M, k.N = N, k.K = K, k.lda = lda, k.ldb = ldb, k.ldc = ldc;
-    k.batch = batch, k.mode = mode, k.align = al;
+    k.batch = batch, k.mode = mode, k.align = al, k.c_bf16 = dt.c == TRM_BF16;
     k.sA = batch > 1 ? sA : 0, k.sB = batch > 1 ? sB : 0, k.sC = batch > 1 ? sC : 0;
-    gemm_plan *p = plan_for(c, &k);
+    gemm_plan *p = plan_for(b, &k, a_op, b_op, operand_span(M, N, ldc, batch, sC) * csz);
     CKL(cublasLtMatmul(c->lt, p->op, &alpha, b_op, p->a, a_op, p->b, &beta, C, p->c, C, p->c, &p->algo,
                        c->workspace, WORKSPACE_BYTES, c->stream));
 }
@@ -270,24 +340,29 @@ static void *scratch(trm_backend *b, int which, size_t bytes) {
 /* ---- elementwise and fused ops: thin wrappers over the kernels ------------------------------ */
 
 #define ST(b) (CTX(b)->stream)
-static void cuda_add(trm_backend *b, float *y, const float *x1, const float *x2, size_t n) { k_add(ST(b), y, x1, x2, n); }
-static void cuda_axpy(trm_backend *b, float *y, const float *x, float a, size_t n) { k_axpy(ST(b), y, x, a, n); }
-static void cuda_transpose(trm_backend *b, float *o, const float *i, int bt, int r, int c) { k_transpose(ST(b), o, i, bt, r, c); }
-static void cuda_rmsnorm_fwd(trm_backend *b, float *y, float *rstd, const float *x, const float *res, int rows, int dim, float eps) {
-    k_rmsnorm_fwd(ST(b), y, rstd, x, res, rows, dim, eps);
+#define DT(b) ((b)->act_dt)
+static void cuda_add(trm_backend *b, void *y, const void *x1, const void *x2, size_t n) { k_add(ST(b), DT(b), y, x1, x2, n); }
+static void cuda_axpy(trm_backend *b, void *y, const void *x, float a, size_t n) { k_axpy(ST(b), DT(b), y, x, a, n); }
+static void cuda_transpose(trm_backend *b, void *o, int ldo, const void *i, int ldi, int bt, int r, int c) {
+    k_transpose(ST(b), DT(b), o, ldo, i, ldi, bt, r, c);
 }
-static void cuda_rmsnorm_bwd(trm_backend *b, float *dx, const float *dy, const float *y, const float *rstd, int rows, int dim) {
-    k_rmsnorm_bwd(ST(b), dx, dy, y, rstd, rows, dim);
+static void cuda_rmsnorm_fwd(trm_backend *b, void *y, float *rstd, const void *x, const void *res, int rows, int dim,
+                             int ld, float eps) {
+    k_rmsnorm_fwd(ST(b), DT(b), y, rstd, x, res, rows, dim, ld, eps);
 }
-static void cuda_swiglu_fwd(trm_backend *b, float *o, const float *gu, int rows, int I) { k_swiglu_fwd(ST(b), o, gu, rows, I); }
-static void cuda_swiglu_bwd(trm_backend *b, float *dgu, const float *d, const float *gu, int rows, int I) {
-    k_swiglu_bwd(ST(b), dgu, d, gu, rows, I);
+static void cuda_rmsnorm_bwd(trm_backend *b, void *dx, const void *dy, const void *y, const float *rstd, int rows,
+                             int dim, int ld) {
+    k_rmsnorm_bwd(ST(b), DT(b), dx, dy, y, rstd, rows, dim, ld);
 }
-static void cuda_rope_fwd(trm_backend *b, float *qkv, const float *c, const float *s, int B, int T, int H, int hd) {
-    k_rope(ST(b), qkv, c, s, B, T, H, hd, 0);
+static void cuda_swiglu_fwd(trm_backend *b, void *o, const void *gu, int rows, int I) { k_swiglu_fwd(ST(b), DT(b), o, gu, rows, I); }
+static void cuda_swiglu_bwd(trm_backend *b, void *dgu, const void *d, const void *gu, int rows, int I) {
+    k_swiglu_bwd(ST(b), DT(b), dgu, d, gu, rows, I);
 }
-static void cuda_rope_bwd(trm_backend *b, float *dqkv, const float *c, const float *s, int B, int T, int H, int hd) {
-    k_rope(ST(b), dqkv, c, s, B, T, H, hd, 1);
+static void cuda_rope_fwd(trm_backend *b, void *qkv, const float *c, const float *s, int B, int T, int H, int hd) {
+    k_rope(ST(b), DT(b), qkv, c, s, B, T, H, hd, 0);
+}
+static void cuda_rope_bwd(trm_backend *b, void *dqkv, const float *c, const float *s, int B, int T, int H, int hd) {
+    k_rope(ST(b), DT(b), dqkv, c, s, B, T, H, hd, 1);
 }
 static void cuda_bias_fwd(trm_backend *b, float *y, const float *bias, int rows, int cols, int ld) {
     k_bias_fwd(ST(b), y, bias, rows, cols, ld);
@@ -295,89 +370,90 @@ static void cuda_bias_fwd(trm_backend *b, float *y, const float *bias, int rows,
 static void cuda_bias_bwd(trm_backend *b, float *db, const float *dy, int rows, int cols, int ld) {
     k_bias_bwd(ST(b), db, dy, rows, cols, ld);
 }
+static void cuda_convert(trm_backend *b, void *dst, int dt_dst, int ld_dst, const void *src, int dt_src, int ld_src,
+                         int rows, int cols) {
+    k_convert(ST(b), dst, dt_dst, ld_dst, src, dt_src, ld_src, rows, cols);
+}
 
-/* ---- attention: fused (attention.cu) in bf16 runs with head dim 64; otherwise one head at a
- * time, strided-batched over the batch --------------------------
- * Scores live in a (B, T, T) buffer for one head, so the work memory is B·T² floats, not H
+/* ---- attention: fused (attention.cu) on bf16 activations with head dim 64; otherwise one head
+ * at a time, strided-batched over the batch --------------------------
+ * Scores live in a (B, T, T) fp32 buffer for one head, so the work memory is B·T² floats, not H
  * times that; the heads run one after another on the same buffer. */
 
-static void cuda_attention_fwd(trm_backend *b, float *out, float *lse, const float *qkv, int B,
-                               int T, int H, int hd) {
+static void cuda_attention_fwd(trm_backend *b, void *out, float *lse, const void *qkv, int B, int T, int H, int hd) {
     if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
-    if (b->use_bf16 && k_flash_ok(qkv, out, hd)) { /* bf16 products as the GEMMs would take them */
-        size_t n = (size_t)B * T * 3 * H * hd;
-        void *q16 = scratch(b, SCR_ATT_QKV16, n * 2);
-        k_to_bf16(ST(b), q16, qkv, n);
-        k_flash_fwd(ST(b), out, lse, q16, B, T, H);
+    if (DT(b) == TRM_BF16 && k_flash_ok(qkv, out, hd)) {
+        k_flash_fwd(ST(b), out, lse, qkv, B, T, H);
         return;
     }
+    size_t e = trm_act_size(b);
+    trm_gemm_dt aaf = {(uint8_t)DT(b), (uint8_t)DT(b), TRM_F32}, faa = {TRM_F32, (uint8_t)DT(b), (uint8_t)DT(b)};
     int64_t TT = (int64_t)T * T;
     float *S = (float *)scratch(b, SCR_ATT_S, (size_t)B * TT * sizeof(float));
     int ld = 3 * H * hd, ldo = H * hd;
     int64_t sq = (int64_t)T * ld, so = (int64_t)T * ldo;
     float scale = 1.0f / sqrtf((float)hd);
+    const char *q = (const char *)qkv;
     for (int h = 0; h < H; h++) {
-        cuda_gemm(b, 0, 1, T, T, hd, scale, qkv + h * hd, ld, sq, qkv + (H + h) * hd, ld, sq, 0.0f, S,
-                  T, TT, B);
+        cuda_gemm(b, aaf, 0, 1, T, T, hd, scale, q + h * hd * e, ld, sq, q + (H + h) * hd * e, ld, sq, 0.0f, S, T, TT, B);
         k_softmax_lse(ST(b), S, lse, B, H, T, h);
-        cuda_gemm(b, 0, 0, T, hd, T, 1.0f, S, T, TT, qkv + (2 * H + h) * hd, ld, sq, 0.0f, out + h * hd,
-                  ldo, so, B);
+        cuda_gemm(b, faa, 0, 0, T, hd, T, 1.0f, S, T, TT, q + (2 * H + h) * hd * e, ld, sq, 0.0f,
+                  (char *)out + h * hd * e, ldo, so, B);
     }
 }
 
-static void cuda_attention_bwd(trm_backend *b, float *dqkv, const float *dout, const float *qkv,
-                               const float *out, const float *lse, int B, int T, int H, int hd) {
+static void cuda_attention_bwd(trm_backend *b, void *dqkv, const void *dout, const void *qkv, const void *out,
+                               const float *lse, int B, int T, int H, int hd) {
     if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
-    if (b->use_bf16 && k_flash_ok(qkv, dout, hd) && k_flash_ok(dqkv, out, hd)) {
-        float *dr = (float *)scratch(b, SCR_ATT_DR, (size_t)B * H * T * sizeof(float));
-        k_att_rowdot(ST(b), dr, dout, out, B, T, H, hd);
-        size_t n = (size_t)B * T * H * hd;
-        void *q16 = scratch(b, SCR_ATT_QKV16, 3 * n * 2), *o16 = scratch(b, SCR_ATT_DO16, n * 2);
-        k_to_bf16(ST(b), q16, qkv, 3 * n);
-        k_to_bf16(ST(b), o16, dout, n);
-        k_flash_bwd(ST(b), dqkv, o16, q16, lse, dr, B, T, H);
+    float *dr = (float *)scratch(b, SCR_ATT_DR, (size_t)B * H * T * sizeof(float));
+    k_att_rowdot(ST(b), DT(b), dr, dout, out, B, T, H, hd);
+    if (DT(b) == TRM_BF16 && k_flash_ok(qkv, dout, hd) && k_flash_ok(dqkv, out, hd)) {
+        k_flash_bwd(ST(b), dqkv, dout, qkv, lse, dr, B, T, H);
         return;
     }
+    size_t e = trm_act_size(b);
+    uint8_t a = (uint8_t)DT(b);
+    trm_gemm_dt aaf = {a, a, TRM_F32}, faa = {TRM_F32, a, a};
     int64_t TT = (int64_t)T * T;
     float *P = (float *)scratch(b, SCR_ATT_S, (size_t)B * TT * sizeof(float));
     float *dP = (float *)scratch(b, SCR_ATT_DP, (size_t)B * TT * sizeof(float));
-    float *dr = (float *)scratch(b, SCR_ATT_DR, (size_t)B * H * T * sizeof(float));
     int ld = 3 * H * hd, ldo = H * hd;
     int64_t sq = (int64_t)T * ld, so = (int64_t)T * ldo;
     float scale = 1.0f / sqrtf((float)hd);
-    k_att_rowdot(ST(b), dr, dout, out, B, T, H, hd);
+    const char *qc = (const char *)qkv, *dc = (const char *)dout;
+    char *dq = (char *)dqkv;
     for (int h = 0; h < H; h++) {
-        const float *Q = qkv + h * hd, *K = qkv + (H + h) * hd, *V = qkv + (2 * H + h) * hd;
-        const float *dO = dout + h * hd;
-        cuda_gemm(b, 0, 1, T, T, hd, scale, Q, ld, sq, K, ld, sq, 0.0f, P, T, TT, B);
+        const char *Q = qc + h * hd * e, *K = qc + (H + h) * hd * e, *V = qc + (2 * H + h) * hd * e;
+        const char *dO = dc + h * hd * e;
+        cuda_gemm(b, aaf, 0, 1, T, T, hd, scale, Q, ld, sq, K, ld, sq, 0.0f, P, T, TT, B);
         k_exp_lse(ST(b), P, lse, B, H, T, h);
         /* dV = Pᵀ dO ; dP = dO Vᵀ ; dS = P∘(dP − rowsum) ; dQ = dS K·s ; dK = dSᵀ Q·s */
-        cuda_gemm(b, 1, 0, T, hd, T, 1.0f, P, T, TT, dO, ldo, so, 0.0f, dqkv + (2 * H + h) * hd, ld, sq, B);
-        cuda_gemm(b, 0, 1, T, T, hd, 1.0f, dO, ldo, so, V, ld, sq, 0.0f, dP, T, TT, B);
+        cuda_gemm(b, faa, 1, 0, T, hd, T, 1.0f, P, T, TT, dO, ldo, so, 0.0f, dq + (2 * H + h) * hd * e, ld, sq, B);
+        cuda_gemm(b, aaf, 0, 1, T, T, hd, 1.0f, dO, ldo, so, V, ld, sq, 0.0f, dP, T, TT, B);
         k_att_ds(ST(b), dP, P, dr, B, H, T, h);
-        cuda_gemm(b, 0, 0, T, hd, T, scale, dP, T, TT, K, ld, sq, 0.0f, dqkv + h * hd, ld, sq, B);
-        cuda_gemm(b, 1, 0, T, hd, T, scale, dP, T, TT, Q, ld, sq, 0.0f, dqkv + (H + h) * hd, ld, sq, B);
+        cuda_gemm(b, faa, 0, 0, T, hd, T, scale, dP, T, TT, K, ld, sq, 0.0f, dq + h * hd * e, ld, sq, B);
+        cuda_gemm(b, faa, 1, 0, T, hd, T, scale, dP, T, TT, Q, ld, sq, 0.0f, dq + (H + h) * hd * e, ld, sq, B);
     }
 }
 
 /* ---- embeddings, loss, ACT, optimisers ---------------------------------------------------- */
 
-static void cuda_embed_fwd(trm_backend *b, float *out, const trm_embed_args *a) { k_embed_fwd(ST(b), out, a); }
-static void cuda_embed_bwd(trm_backend *b, const float *dout, const trm_embed_args *a, float *d_tok_w,
+static void cuda_embed_fwd(trm_backend *b, void *out, const trm_embed_args *a) { k_embed_fwd(ST(b), DT(b), out, a); }
+static void cuda_embed_bwd(trm_backend *b, const void *dout, const trm_embed_args *a, float *d_tok_w,
                            float *d_pos_w, float *d_puz_rows) {
     int chunks = k_embed_tok_chunks(a->B * a->S);
     float *work = d_tok_w ? (float *)scratch(b, SCR_EMBED, (size_t)chunks * a->V * a->D * sizeof(float)) : NULL;
-    k_embed_bwd(ST(b), dout, a, a->V, d_tok_w, d_pos_w, d_puz_rows, work);
+    k_embed_bwd(ST(b), DT(b), dout, a, a->V, d_tok_w, d_pos_w, d_puz_rows, work);
 }
 static void cuda_loss_head(trm_backend *b, const trm_loss_args *a) {
     void *work = scratch(b, SCR_LOSS, (size_t)(a->B > 0 ? a->B : 1) * TRM_NMETRICS * sizeof(double));
     k_loss_head(ST(b), a, work);
 }
-static void cuda_act_reset(trm_backend *b, int B, int T, int D, int S, const uint8_t *halted, float *zH,
-                           float *zL, const float *H_init, const float *L_init, int32_t *steps,
+static void cuda_act_reset(trm_backend *b, int B, int T, int D, int S, const uint8_t *halted, void *zH,
+                           void *zL, const float *H_init, const float *L_init, int32_t *steps,
                            int32_t *ci, int32_t *cl, int32_t *cp, const int32_t *ni,
                            const int32_t *nl, const int32_t *np) {
-    k_act_reset(ST(b), B, T, D, S, halted, zH, zL, H_init, L_init, steps, ci, cl, cp, ni, nl, np);
+    k_act_reset(ST(b), DT(b), B, T, D, S, halted, zH, zL, H_init, L_init, steps, ci, cl, cp, ni, nl, np);
 }
 static void cuda_act_update(trm_backend *b, int B, int32_t *steps, uint8_t *halted, const float *q,
                             int hmax, int training, int nac, float ep, uint64_t seed,
@@ -416,6 +492,12 @@ static void cuda_allgather(trm_backend *b, const void *send, void *recv, size_t 
 static int cuda_capture_begin(trm_backend *b) {
     cuda_ctx *c = CTX(b);
     if (c->capturing) return -1;
+    scratch_buf *t = &c->scratch[SCR_TUNE]; /* the plan stage's timing is over: give its output back */
+    if (t->p) {
+        CK(cudaStreamSynchronize(c->stream));
+        CK(cudaFree(t->p));
+        t->p = NULL, t->bytes = 0;
+    }
     CK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
     c->capturing = 1;
     return 0;
@@ -551,6 +633,7 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     b->adam_atan2 = cuda_adam_atan2;
     b->sign_sgd_sparse = cuda_sign_sgd;
     b->ema = cuda_ema;
+    b->convert = cuda_convert;
     b->capture_begin = cuda_capture_begin;
     b->capture_end = cuda_capture_end;
     b->graph_launch = cuda_graph_launch;

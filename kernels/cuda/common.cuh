@@ -1,8 +1,11 @@
-/* common.cuh — what every CUDA kernel file shares: launch sizing, warp/block reductions and
- * the C declarations of the launchers each kernels/cuda/<op>.cu file provides to the backend
- * (backend_cuda.cu). One file per op family, forward and backward side by side. */
+/* common.cuh — what every CUDA kernel file shares: launch sizing, warp/block reductions, the
+ * activation element types (fp32 or bf16: kernels on activations are templates over both, the
+ * launchers take the backend's act_dt) with their 16-byte vector loads, and the C declarations
+ * of the launchers each kernels/cuda/<op>.cu file provides to the backend (backend_cuda.cu).
+ * One file per op family, forward and backward side by side. */
 #ifndef TRM_CUDA_COMMON_CUH
 #define TRM_CUDA_COMMON_CUH
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stddef.h>
@@ -10,6 +13,53 @@
 extern "C" {
 #include "backend.h"
 }
+
+typedef __nv_bfloat16 bf16;
+
+__device__ __forceinline__ float to_f(float x) { return x; }
+__device__ __forceinline__ float to_f(bf16 x) { return __bfloat162float(x); }
+template <typename T> __device__ __forceinline__ T from_f(float x);
+template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
+template <> __device__ __forceinline__ bf16 from_f<bf16>(float x) { return __float2bfloat16_rn(x); }
+
+/* 16 bytes of activations as floats: VN<T> = 4 floats or 8 bf16 */
+template <typename T> struct vn { static const int N = 16 / (int)sizeof(T); };
+__device__ __forceinline__ void ld16(float *f, const float *p) {
+    float4 v = *reinterpret_cast<const float4 *>(p);
+    f[0] = v.x, f[1] = v.y, f[2] = v.z, f[3] = v.w;
+}
+__device__ __forceinline__ void ld16(float *f, const bf16 *p) {
+    uint4 v = *reinterpret_cast<const uint4 *>(p);
+    const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float2 x = __bfloat1622float2(h[i]);
+        f[2 * i] = x.x, f[2 * i + 1] = x.y;
+    }
+}
+__device__ __forceinline__ void st16(float *p, const float *f) {
+    *reinterpret_cast<float4 *>(p) = make_float4(f[0], f[1], f[2], f[3]);
+}
+__device__ __forceinline__ void st16(bf16 *p, const float *f) {
+    uint4 v;
+    __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; i++) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+    *reinterpret_cast<uint4 *>(p) = v;
+}
+static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* Runs `launch` with T = float or bf16 as the activation type dt says (a generic lambda). */
+#define ACT_DISPATCH(dt, ...)                                                                      \
+    do {                                                                                           \
+        if ((dt) == TRM_BF16) {                                                                    \
+            typedef bf16 T;                                                                        \
+            __VA_ARGS__;                                                                           \
+        } else {                                                                                   \
+            typedef float T;                                                                       \
+            __VA_ARGS__;                                                                           \
+        }                                                                                          \
+    } while (0)
 
 static inline unsigned grid_for(size_t n, int block) {
     size_t g = (n + (size_t)block - 1) / (size_t)block;
@@ -46,47 +96,49 @@ __device__ __forceinline__ double block_sum_d(double v, double *sh) {
     return r;
 }
 
-/* ---- launchers (all asynchronous on `st`) ---- */
-void k_add(cudaStream_t st, float *y, const float *x1, const float *x2, size_t n);
-void k_axpy(cudaStream_t st, float *y, const float *x, float alpha, size_t n);
-void k_transpose(cudaStream_t st, float *out, const float *in, int batch, int rows, int cols);
+/* ---- launchers (all asynchronous on `st`); dt: the activations' trm_dtype ---- */
+void k_add(cudaStream_t st, int dt, void *y, const void *x1, const void *x2, size_t n);
+void k_axpy(cudaStream_t st, int dt, void *y, const void *x, float alpha, size_t n);
+void k_transpose(cudaStream_t st, int dt, void *out, int ldo, const void *in, int ldi, int batch, int rows, int cols);
 void k_bias_fwd(cudaStream_t st, float *y, const float *bias, int rows, int cols, int ld);
 void k_bias_bwd(cudaStream_t st, float *dbias, const float *dy, int rows, int cols, int ld);
-
-void k_rmsnorm_fwd(cudaStream_t st, float *y, float *rstd, const float *x, const float *res,
-                   int rows, int dim, float eps);
-void k_rmsnorm_bwd(cudaStream_t st, float *dx, const float *dy, const float *y, const float *rstd,
-                   int rows, int dim);
-void k_swiglu_fwd(cudaStream_t st, float *out, const float *gu, int rows, int I);
-void k_swiglu_bwd(cudaStream_t st, float *dgu, const float *dout, const float *gu, int rows, int I);
-void k_rope(cudaStream_t st, float *qkv, const float *cos, const float *sin, int B, int T, int H,
-            int hd, int transpose);
-
-/* attention helpers (the GEMMs are the backend's) */
-void k_softmax_lse(cudaStream_t st, float *S, float *lse, int B, int H, int T, int h);
-void k_exp_lse(cudaStream_t st, float *S, const float *lse, int B, int H, int T, int h);
-void k_att_rowdot(cudaStream_t st, float *dr, const float *dout, const float *out, int B, int T,
-                  int H, int hd);
-void k_att_ds(cudaStream_t st, float *dP, const float *P, const float *dr, int B, int H, int T, int h);
-/* fused attention (bf16 products) for head dim 64 and 16-byte aligned tensors; qkv16 and
- * dout16 are bf16 copies of qkv (B,T,3H,64) and dout (B,T,H,64) */
-int k_flash_ok(const void *a, const void *b, int hd);
-void k_flash_fwd(cudaStream_t st, float *out, float *lse, const void *qkv16, int B, int T, int H);
-void k_flash_bwd(cudaStream_t st, float *dqkv, const void *dout16, const void *qkv16, const float *lse,
-                 const float *dr, int B, int T, int H);
+/* dst (rows × cols, ld_dst, dt_dst) ← src (ld_src, dt_src) */
+void k_convert(cudaStream_t st, void *dst, int dt_dst, int ld_dst, const void *src, int dt_src, int ld_src, int rows,
+               int cols);
 void k_to_bf16(cudaStream_t st, void *dst, const float *src, size_t n);
 
-void k_embed_fwd(cudaStream_t st, float *out, const trm_embed_args *a);
+void k_rmsnorm_fwd(cudaStream_t st, int dt, void *y, float *rstd, const void *x, const void *res, int rows, int dim,
+                   int ld, float eps);
+void k_rmsnorm_bwd(cudaStream_t st, int dt, void *dx, const void *dy, const void *y, const float *rstd, int rows,
+                   int dim, int ld);
+void k_swiglu_fwd(cudaStream_t st, int dt, void *out, const void *gu, int rows, int I);
+void k_swiglu_bwd(cudaStream_t st, int dt, void *dgu, const void *dout, const void *gu, int rows, int I);
+void k_rope(cudaStream_t st, int dt, void *qkv, const float *cos, const float *sin, int B, int T, int H, int hd,
+            int transpose);
+
+/* attention helpers (the GEMMs are the backend's); scores S, P, dP are fp32 */
+void k_softmax_lse(cudaStream_t st, float *S, float *lse, int B, int H, int T, int h);
+void k_exp_lse(cudaStream_t st, float *S, const float *lse, int B, int H, int T, int h);
+void k_att_rowdot(cudaStream_t st, int dt, float *dr, const void *dout, const void *out, int B, int T, int H, int hd);
+void k_att_ds(cudaStream_t st, float *dP, const float *P, const float *dr, int B, int H, int T, int h);
+/* fused attention on bf16 activations, head dim 64, 16-byte aligned tensors: qkv (B,T,3H,64),
+ * out and dout (B,T,H,64), dqkv like qkv, all bf16; lse and dr (B,H,T) fp32 */
+int k_flash_ok(const void *a, const void *b, int hd);
+void k_flash_fwd(cudaStream_t st, void *out, float *lse, const void *qkv, int B, int T, int H);
+void k_flash_bwd(cudaStream_t st, void *dqkv, const void *dout, const void *qkv, const float *lse, const float *dr,
+                 int B, int T, int H);
+
+void k_embed_fwd(cudaStream_t st, int dt, void *out, const trm_embed_args *a);
 /* work: (chunks × V × D) floats, chunks = k_embed_tok_chunks(rows) */
 int k_embed_tok_chunks(int rows);
-void k_embed_bwd(cudaStream_t st, const float *dout, const trm_embed_args *a, int V,
-                 float *d_tok_w, float *d_pos_w, float *d_puz_rows, float *work);
+void k_embed_bwd(cudaStream_t st, int dt, const void *dout, const trm_embed_args *a, int V, float *d_tok_w,
+                 float *d_pos_w, float *d_puz_rows, float *work);
 
 /* work: 4·B doubles + B ints */
 void k_loss_head(cudaStream_t st, const trm_loss_args *a, void *work);
 
-void k_act_reset(cudaStream_t st, int B, int T, int D, int S, const uint8_t *halted, float *zH,
-                 float *zL, const float *H_init, const float *L_init, int32_t *steps,
+void k_act_reset(cudaStream_t st, int dt, int B, int T, int D, int S, const uint8_t *halted, void *zH,
+                 void *zL, const float *H_init, const float *L_init, int32_t *steps,
                  int32_t *cur_inputs, int32_t *cur_labels, int32_t *cur_pid,
                  const int32_t *new_inputs, const int32_t *new_labels, const int32_t *new_pid);
 void k_act_update(cudaStream_t st, int B, int32_t *steps, uint8_t *halted, const float *q,

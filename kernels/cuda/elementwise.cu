@@ -1,61 +1,84 @@
-/* elementwise.cu — the plain elementwise ops: add, axpy, batched transpose, bias and its
- * gradient. Grid-stride loops; float4 where the pointers allow it. */
+/* elementwise.cu — the plain elementwise ops: add and axpy on activations, batched transpose
+ * (strided rows, zero pads), bias and its gradient, and element-type conversion (the bf16
+ * copy of the weights, GEMM operands). Grid-stride loops; 16-byte vectors where the pointers
+ * and sizes allow them. */
 #include "common.cuh"
 
-static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
-
-__global__ void add_kernel(float *y, const float *a, const float *b, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        y[i] = a[i] + b[i];
+template <typename T> __global__ void add_kernel(T *y, const T *a, const T *b, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = from_f<T>(to_f(a[i]) + to_f(b[i]));
 }
-__global__ void add4_kernel(float4 *y, const float4 *a, const float4 *b, size_t n4) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4;
-         i += (size_t)gridDim.x * blockDim.x) {
-        float4 u = a[i], v = b[i];
-        y[i] = make_float4(u.x + v.x, u.y + v.y, u.z + v.z, u.w + v.w);
+template <typename T> __global__ void add16_kernel(T *y, const T *a, const T *b, size_t nv) {
+    const int N = vn<T>::N;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nv; i += (size_t)gridDim.x * blockDim.x) {
+        float u[N], v[N];
+        ld16(u, a + i * N);
+        ld16(v, b + i * N);
+#pragma unroll
+        for (int k = 0; k < N; k++) u[k] += v[k];
+        st16(y + i * N, u);
     }
 }
 
-void k_add(cudaStream_t st, float *y, const float *x1, const float *x2, size_t n) {
+void k_add(cudaStream_t st, int dt, void *y, const void *x1, const void *x2, size_t n) {
     if (!n) return;
-    if (n % 4 == 0 && aligned16(y) && aligned16(x1) && aligned16(x2))
-        add4_kernel<<<grid_for(n / 4, 256), 256, 0, st>>>((float4 *)y, (const float4 *)x1,
-                                                          (const float4 *)x2, n / 4);
-    else
-        add_kernel<<<grid_for(n, 256), 256, 0, st>>>(y, x1, x2, n);
+    ACT_DISPATCH(dt, {
+        const int N = vn<T>::N;
+        if (n % N == 0 && aligned16(y) && aligned16(x1) && aligned16(x2))
+            add16_kernel<T><<<grid_for(n / N, 256), 256, 0, st>>>((T *)y, (const T *)x1, (const T *)x2, n / N);
+        else
+            add_kernel<T><<<grid_for(n, 256), 256, 0, st>>>((T *)y, (const T *)x1, (const T *)x2, n);
+    });
 }
 
-__global__ void axpy_kernel(float *y, const float *x, float a, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        y[i] += a * x[i];
+template <typename T> __global__ void axpy_kernel(T *y, const T *x, float a, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = from_f<T>(to_f(y[i]) + a * to_f(x[i]));
 }
-void k_axpy(cudaStream_t st, float *y, const float *x, float alpha, size_t n) {
-    if (n) axpy_kernel<<<grid_for(n, 256), 256, 0, st>>>(y, x, alpha, n);
+template <typename T> __global__ void axpy16_kernel(T *y, const T *x, float a, size_t nv) {
+    const int N = vn<T>::N;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nv; i += (size_t)gridDim.x * blockDim.x) {
+        float u[N], v[N];
+        ld16(u, y + i * N);
+        ld16(v, x + i * N);
+#pragma unroll
+        for (int k = 0; k < N; k++) u[k] += a * v[k];
+        st16(y + i * N, u);
+    }
+}
+void k_axpy(cudaStream_t st, int dt, void *y, const void *x, float alpha, size_t n) {
+    if (!n) return;
+    ACT_DISPATCH(dt, {
+        const int N = vn<T>::N;
+        if (n % N == 0 && aligned16(y) && aligned16(x))
+            axpy16_kernel<T><<<grid_for(n / N, 256), 256, 0, st>>>((T *)y, (const T *)x, alpha, n / N);
+        else
+            axpy_kernel<T><<<grid_for(n, 256), 256, 0, st>>>((T *)y, (const T *)x, alpha, n);
+    });
 }
 
-/* 32×32 tiles through shared memory (padded against bank conflicts). */
-__global__ void transpose_kernel(float *out, const float *in, int rows, int cols) {
-    __shared__ float tile[32][33];
-    size_t mat = (size_t)rows * cols;
-    const float *src = in + blockIdx.z * mat;
-    float *dst = out + blockIdx.z * mat;
+/* 32×32 tiles through shared memory (padded against bank conflicts). The tiles cover the
+ * output rows' whole stride, so those past `rows` write the pads' zeros. */
+template <typename T>
+__global__ void transpose_kernel(T *out, int ldo, const T *in, int ldi, int rows, int cols) {
+    __shared__ T tile[32][33];
+    const T *src = in + blockIdx.z * (size_t)rows * ldi;
+    T *dst = out + blockIdx.z * (size_t)cols * ldo;
     int c0 = blockIdx.x * 32, r0 = blockIdx.y * 32;
     for (int k = threadIdx.y; k < 32; k += blockDim.y) {
         int r = r0 + k, c = c0 + threadIdx.x;
-        if (r < rows && c < cols) tile[k][threadIdx.x] = src[(size_t)r * cols + c];
+        if (r < rows && c < cols) tile[k][threadIdx.x] = src[(size_t)r * ldi + c];
     }
     __syncthreads();
     for (int k = threadIdx.y; k < 32; k += blockDim.y) {
         int c = c0 + k, r = r0 + threadIdx.x;
-        if (r < rows && c < cols) dst[(size_t)c * rows + r] = tile[threadIdx.x][k];
+        if (c < cols && r < ldo) dst[(size_t)c * ldo + r] = r < rows ? tile[threadIdx.x][k] : from_f<T>(0.f);
     }
 }
-void k_transpose(cudaStream_t st, float *out, const float *in, int batch, int rows, int cols) {
+void k_transpose(cudaStream_t st, int dt, void *out, int ldo, const void *in, int ldi, int batch, int rows, int cols) {
     if (batch <= 0 || rows <= 0 || cols <= 0) return;
-    dim3 grid((cols + 31) / 32, (rows + 31) / 32, batch), block(32, 8);
-    transpose_kernel<<<grid, block, 0, st>>>(out, in, rows, cols);
+    dim3 grid((cols + 31) / 32, (ldo + 31) / 32, batch), block(32, 8);
+    ACT_DISPATCH(dt, transpose_kernel<T><<<grid, block, 0, st>>>((T *)out, ldo, (const T *)in, ldi, rows, cols));
 }
 
 __global__ void bias_fwd_kernel(float *y, const float *bias, int rows, int cols, int ld) {
@@ -84,9 +107,9 @@ void k_bias_bwd(cudaStream_t st, float *dbias, const float *dy, int rows, int co
     if (rows > 0 && cols > 0) bias_bwd_kernel<<<cols, 256, 0, st>>>(dbias, dy, rows, ld);
 }
 
-/* fp32 → bf16 (round to nearest even) of a contiguous run: a dense GEMM operand in bf16 mode. */
-#include <cuda_bf16.h>
-__global__ void to_bf16_kernel(__nv_bfloat16 *dst, const float *src, size_t n) {
+/* fp32 → bf16 (round to nearest even) of a contiguous run: a dense fp32 GEMM operand in a bf16
+ * product. */
+__global__ void to_bf16_kernel(bf16 *dst, const float *src, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         dst[i] = __float2bfloat16_rn(src[i]);
@@ -104,5 +127,28 @@ void k_to_bf16(cudaStream_t st, void *dst, const float *src, size_t n) {
     if (n % 4 == 0 && aligned16(src) && ((uintptr_t)dst & 7u) == 0) /* 16-byte loads */
         to_bf16x4_kernel<<<grid_for(n / 4, 256), 256, 0, st>>>((__nv_bfloat162 *)dst, (const float4 *)src, n / 4);
     else
-        to_bf16_kernel<<<grid_for(n, 256), 256, 0, st>>>((__nv_bfloat16 *)dst, src, n);
+        to_bf16_kernel<<<grid_for(n, 256), 256, 0, st>>>((bf16 *)dst, src, n);
+}
+
+template <typename D, typename S>
+__global__ void convert_kernel(D *dst, int ldd, const S *src, int lds, int rows, int cols) {
+    size_t n = (size_t)rows * cols;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        size_t r = i / cols, c = i % cols;
+        dst[r * ldd + c] = from_f<D>(to_f(src[r * lds + c]));
+    }
+}
+void k_convert(cudaStream_t st, void *dst, int dt_dst, int ld_dst, const void *src, int dt_src, int ld_src, int rows,
+               int cols) {
+    size_t n = (size_t)rows * cols;
+    if (!n) return;
+    unsigned g = grid_for(n, 256);
+    if (dt_dst == TRM_BF16 && dt_src == TRM_F32)
+        convert_kernel<<<g, 256, 0, st>>>((bf16 *)dst, ld_dst, (const float *)src, ld_src, rows, cols);
+    else if (dt_dst == TRM_F32 && dt_src == TRM_BF16)
+        convert_kernel<<<g, 256, 0, st>>>((float *)dst, ld_dst, (const bf16 *)src, ld_src, rows, cols);
+    else if (dt_dst == TRM_BF16)
+        convert_kernel<<<g, 256, 0, st>>>((bf16 *)dst, ld_dst, (const bf16 *)src, ld_src, rows, cols);
+    else
+        convert_kernel<<<g, 256, 0, st>>>((float *)dst, ld_dst, (const float *)src, ld_src, rows, cols);
 }

@@ -7,7 +7,7 @@
 #define TOK_CHUNK 512
 #define TOK_COLS 128
 
-__global__ void embed_fwd_kernel(float *out, trm_embed_args a) {
+template <typename E> __global__ void embed_fwd_kernel(E *out, trm_embed_args a) {
     int T = a.P + a.S, D = a.D;
     size_t n = (size_t)a.B * T * D;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -24,13 +24,13 @@ __global__ void embed_fwd_kernel(float *out, trm_embed_args a) {
             v = a.tok_w[(size_t)a.tokens[(size_t)b * a.S + (t - a.P)] * D + d];
         }
         if (a.pos_w) v = EMB_POS_SCALE * (v + a.pos_w[(size_t)t * D + d]);
-        out[i] = v * a.scale;
+        out[i] = from_f<E>(v * a.scale);
     }
 }
 
-void k_embed_fwd(cudaStream_t st, float *out, const trm_embed_args *a) {
+void k_embed_fwd(cudaStream_t st, int dt, void *out, const trm_embed_args *a) {
     size_t n = (size_t)a->B * (a->P + a->S) * a->D;
-    if (n) embed_fwd_kernel<<<grid_for(n, 256), 256, 0, st>>>(out, *a);
+    if (n) ACT_DISPATCH(dt, embed_fwd_kernel<T><<<grid_for(n, 256), 256, 0, st>>>((T *)out, *a));
 }
 
 int k_embed_tok_chunks(int rows) { return (rows + TOK_CHUNK - 1) / TOK_CHUNK; }
@@ -41,7 +41,7 @@ __device__ __forceinline__ float embed_g(const trm_embed_args &a, float g) {
 }
 
 /* work[chunk][v][d]: the chunk's rows summed per token id. */
-__global__ void embed_tok_partial(float *work, const float *dout, trm_embed_args a, int V) {
+template <typename E> __global__ void embed_tok_partial(float *work, const E *dout, trm_embed_args a, int V) {
     extern __shared__ float acc[]; /* V × TOK_COLS */
     int d = blockIdx.x * TOK_COLS + threadIdx.x, chunk = blockIdx.y, T = a.P + a.S;
     for (int v = 0; v < V; v++) acc[v * TOK_COLS + threadIdx.x] = 0.f;
@@ -51,7 +51,7 @@ __global__ void embed_tok_partial(float *work, const float *dout, trm_embed_args
             int b = r / a.S, s = r % a.S, tok = a.tokens[r];
             if (tok >= 0 && tok < V)
                 acc[tok * TOK_COLS + threadIdx.x] +=
-                    embed_g(a, dout[((size_t)b * T + a.P + s) * a.D + d]);
+                    embed_g(a, to_f(dout[((size_t)b * T + a.P + s) * a.D + d]));
         }
     if (d < a.D)
         for (int v = 0; v < V; v++)
@@ -68,41 +68,42 @@ __global__ void embed_tok_reduce(float *d_tok_w, const float *work, int chunks, 
     }
 }
 
-__global__ void embed_pos_bwd(float *d_pos_w, const float *dout, trm_embed_args a) {
+template <typename E> __global__ void embed_pos_bwd(float *d_pos_w, const E *dout, trm_embed_args a) {
     int T = a.P + a.S;
     size_t n = (size_t)T * a.D;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         float s = 0.f;
-        for (int b = 0; b < a.B; b++) s += embed_g(a, dout[(size_t)b * n + i]);
+        for (int b = 0; b < a.B; b++) s += embed_g(a, to_f(dout[(size_t)b * n + i]));
         d_pos_w[i] += s;
     }
 }
 
-__global__ void embed_puz_bwd(float *d_rows, const float *dout, trm_embed_args a) {
+template <typename E> __global__ void embed_puz_bwd(float *d_rows, const E *dout, trm_embed_args a) {
     size_t n = (size_t)a.B * a.ndim;
     int lim = a.P * a.D, T = a.P + a.S;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         int k = (int)(i % a.ndim);
         size_t b = i / a.ndim;
-        d_rows[i] = k < lim ? embed_g(a, dout[b * T * a.D + k]) : 0.f;
+        d_rows[i] = k < lim ? embed_g(a, to_f(dout[b * T * a.D + k])) : 0.f;
     }
 }
 
-void k_embed_bwd(cudaStream_t st, const float *dout, const trm_embed_args *a, int V,
-                 float *d_tok_w, float *d_pos_w, float *d_puz_rows, float *work) {
-    int rows = a->B * a->S, T = a->P + a->S;
-    if (d_tok_w && rows > 0 && V > 0) {
-        int chunks = k_embed_tok_chunks(rows);
-        dim3 grid((a->D + TOK_COLS - 1) / TOK_COLS, chunks);
-        size_t shm = (size_t)V * TOK_COLS * sizeof(float);
-        embed_tok_partial<<<grid, TOK_COLS, shm, st>>>(work, dout, *a, V);
-        embed_tok_reduce<<<grid_for((size_t)V * a->D, 256), 256, 0, st>>>(d_tok_w, work, chunks, V,
-                                                                           a->D);
-    }
-    if (a->pos_w && d_pos_w)
-        embed_pos_bwd<<<grid_for((size_t)T * a->D, 256), 256, 0, st>>>(d_pos_w, dout, *a);
-    if (a->ndim > 0 && d_puz_rows)
-        embed_puz_bwd<<<grid_for((size_t)a->B * a->ndim, 256), 256, 0, st>>>(d_puz_rows, dout, *a);
+void k_embed_bwd(cudaStream_t st, int dt, const void *dout, const trm_embed_args *a, int V, float *d_tok_w,
+                 float *d_pos_w, float *d_puz_rows, float *work) {
+    int rows = a->B * a->S, Tn = a->P + a->S;
+    ACT_DISPATCH(dt, {
+        const T *g = (const T *)dout;
+        if (d_tok_w && rows > 0 && V > 0) {
+            int chunks = k_embed_tok_chunks(rows);
+            dim3 grid((a->D + TOK_COLS - 1) / TOK_COLS, chunks);
+            size_t shm = (size_t)V * TOK_COLS * sizeof(float);
+            embed_tok_partial<T><<<grid, TOK_COLS, shm, st>>>(work, g, *a, V);
+            embed_tok_reduce<<<grid_for((size_t)V * a->D, 256), 256, 0, st>>>(d_tok_w, work, chunks, V, a->D);
+        }
+        if (a->pos_w && d_pos_w) embed_pos_bwd<T><<<grid_for((size_t)Tn * a->D, 256), 256, 0, st>>>(d_pos_w, g, *a);
+        if (a->ndim > 0 && d_puz_rows)
+            embed_puz_bwd<T><<<grid_for((size_t)a->B * a->ndim, 256), 256, 0, st>>>(d_puz_rows, g, *a);
+    });
 }

@@ -133,10 +133,16 @@ static uint32_t vec4_ok(const float *p, int ld, int64_t stride, int batch) {
 #define SPLITK_MIN_K 256
 #define SPLITK_MAX 64
 
-static void mps_gemm(trm_backend *b, int ta, int tb, int M, int N, int K, float alpha, const float *Am, int lda,
-                     int64_t sA, const float *Bm, int ldb, int64_t sB, float beta, float *C, int ldc, int64_t sC,
-                     int batch) {
+static void mps_gemm(trm_backend *b, trm_gemm_dt dt, int ta, int tb, int M, int N, int K, float alpha,
+                     const void *Av, int lda, int64_t sA, const void *Bv, int ldb, int64_t sB, float beta, void *Cv,
+                     int ldc, int64_t sC, int batch) {
     if (M <= 0 || N <= 0 || batch <= 0) return;
+    if (dt.a != TRM_F32 || dt.b != TRM_F32 || dt.c != TRM_F32) { /* caps.bf16_acts is 0 */
+        fprintf(stderr, "trm: mps: a bf16 GEMM operand reached the mps backend (internal error)\n");
+        exit(1);
+    }
+    const float *Am = Av, *Bm = Bv;
+    float *C = Cv;
     if (K < 0 || alpha == 0.0f) K = 0; /* C = beta·C, A and B unread (BLAS) */
     uint32_t spec[VK_SPEC] = {(TILE_M / THREAD_M) * (TILE_N / THREAD_N), 0, TILE_M, TILE_N, TILE_K, THREAD_M, THREAD_N,
                               (uint32_t)!!ta, (uint32_t)!!tb, vec4_ok(Am, lda, sA, batch), vec4_ok(Bm, ldb, sB, batch)};
@@ -202,33 +208,38 @@ static void mps_gemm(trm_backend *b, int ta, int tb, int M, int N, int K, float 
 /* ---- elementwise (elementwise.comp) ------------------------------------------------------------ */
 
 
-static void mps_add(trm_backend *b, float *y, const float *x1, const float *x2, size_t n) {
+/* Activations are fp32 here (caps.bf16_acts is 0): the void pointers of backend.h are floats. */
+static void mps_add(trm_backend *b, void *y, const void *x1, const void *x2, size_t n) {
     elem_pc pc = {.y = A(y), .x1 = A(x1), .x2 = A(x2), .n = u32(n, "add")};
     rd(b, x1, n), rd(b, x2, n), wr(b, y, n);
     run1d(b, K_ELEM, EW_ADD, &pc, sizeof pc, n);
 }
 
-static void mps_axpy(trm_backend *b, float *y, const float *x, float alpha, size_t n) {
+static void mps_axpy(trm_backend *b, void *y, const void *x, float alpha, size_t n) {
     elem_pc pc = {.y = A(y), .x1 = A(x), .n = u32(n, "axpy"), .alpha = alpha};
     rd(b, x, n), rd(b, y, n), wr(b, y, n);
     run1d(b, K_ELEM, EW_AXPY, &pc, sizeof pc, n);
 }
 
-static void mps_transpose(trm_backend *b, float *out, const float *in, int batch, int rows, int cols) {
+static void mps_transpose(trm_backend *b, void *outv, int ldo, const void *inv, int ldi, int batch, int rows,
+                          int cols) {
     if (batch <= 0 || rows <= 0 || cols <= 0) return;
-    size_t mat = (size_t)rows * cols;
+    float *out = outv;
+    const float *in = inv;
+    size_t mi = (size_t)rows * ldi, mo = (size_t)cols * ldo;
     uint32_t spec[VK_SPEC] = {256, EW_TRANSPOSE};
     for (int i0 = 0; i0 < batch; i0 += (int)MAX_GROUPS) {
         int nb = batch - i0 < (int)MAX_GROUPS ? batch - i0 : (int)MAX_GROUPS;
-        elem_pc pc = {.y = A(out + i0 * mat), .x1 = A(in + i0 * mat), .rows = (uint32_t)rows, .cols = (uint32_t)cols};
-        u32(mat, "transpose");
-        if ((cols + 31) / 32 > (int)MAX_GROUPS || (rows + 31) / 32 > (int)MAX_GROUPS) {
+        elem_pc pc = {.y = A(out + i0 * mo), .x1 = A(in + i0 * mi), .n = (uint32_t)ldi, .rows = (uint32_t)rows,
+                      .cols = (uint32_t)cols, .ld = (uint32_t)ldo};
+        u32(mi, "transpose"), u32(mo, "transpose");
+        if ((cols + 31) / 32 > (int)MAX_GROUPS || (ldo + 31) / 32 > (int)MAX_GROUPS) {
             fprintf(stderr, "trm: mps: a %dx%d transpose is larger than one dispatch covers\n", rows, cols);
             exit(1);
         }
-        rd(b, in + i0 * mat, (size_t)nb * mat), wr(b, out + i0 * mat, (size_t)nb * mat);
+        rd(b, in + i0 * mi, (size_t)nb * mi), wr(b, out + i0 * mo, (size_t)nb * mo);
         vk_dispatch(&CTX(b)->vk, CTX(b)->kern[K_ELEM], spec, &pc, sizeof pc, (uint32_t)(cols + 31) / 32,
-                    (uint32_t)(rows + 31) / 32, (uint32_t)nb);
+                    (uint32_t)(ldo + 31) / 32, (uint32_t)nb);
     }
 }
 
@@ -250,27 +261,28 @@ typedef struct {
     uint64_t out, rstd, a, b;
     uint32_t rows, dim;
     float eps;
+    uint32_t ld;
 } rms_pc;
 
 static uint32_t row_wg(int dim) { return dim >= 512 ? 128 : 64; }
 
-static void mps_rmsnorm_fwd(trm_backend *b, float *y, float *rstd, const float *x, const float *res, int rows,
-                            int dim, float eps) {
+static void mps_rmsnorm_fwd(trm_backend *b, void *y, float *rstd, const void *x, const void *res, int rows,
+                            int dim, int ld, float eps) {
     if (rows <= 0 || dim <= 0) return;
-    u32((size_t)rows * dim, "rmsnorm");
-    rms_pc pc = {A(y), A(rstd), A(x), A(res), (uint32_t)rows, (uint32_t)dim, eps};
-    size_t n = (size_t)rows * dim;
+    u32((size_t)rows * ld, "rmsnorm");
+    rms_pc pc = {A(y), A(rstd), A(x), A(res), (uint32_t)rows, (uint32_t)dim, eps, (uint32_t)ld};
+    size_t n = (size_t)rows * ld;
     rd(b, x, n), wr(b, y, n), wr(b, rstd, (size_t)rows);
     if (res) rd(b, res, n);
     run_rows(b, K_RMSNORM, 0, row_wg(dim), &pc, sizeof pc, (size_t)rows);
 }
 
-static void mps_rmsnorm_bwd(trm_backend *b, float *dx, const float *dy, const float *y, const float *rstd, int rows,
-                            int dim) {
+static void mps_rmsnorm_bwd(trm_backend *b, void *dx, const void *dy, const void *y, const float *rstd, int rows,
+                            int dim, int ld) {
     if (rows <= 0 || dim <= 0) return;
-    u32((size_t)rows * dim, "rmsnorm");
-    rms_pc pc = {A(dx), A(rstd), A(dy), A(y), (uint32_t)rows, (uint32_t)dim, 0};
-    size_t n = (size_t)rows * dim;
+    u32((size_t)rows * ld, "rmsnorm");
+    rms_pc pc = {A(dx), A(rstd), A(dy), A(y), (uint32_t)rows, (uint32_t)dim, 0, (uint32_t)ld};
+    size_t n = (size_t)rows * ld;
     rd(b, dy, n), rd(b, y, n), rd(b, rstd, (size_t)rows), wr(b, dx, n);
     run_rows(b, K_RMSNORM, 1, row_wg(dim), &pc, sizeof pc, (size_t)rows);
 }
@@ -280,7 +292,7 @@ typedef struct {
     uint32_t rows, I;
 } swiglu_pc;
 
-static void mps_swiglu_fwd(trm_backend *b, float *out, const float *gu, int rows, int I) {
+static void mps_swiglu_fwd(trm_backend *b, void *out, const void *gu, int rows, int I) {
     if (rows <= 0 || I <= 0) return;
     u32((size_t)rows * 2 * I, "swiglu");
     swiglu_pc pc = {A(out), A(gu), 0, (uint32_t)rows, (uint32_t)I};
@@ -288,7 +300,7 @@ static void mps_swiglu_fwd(trm_backend *b, float *out, const float *gu, int rows
     run1d(b, K_SWIGLU, 0, &pc, sizeof pc, (size_t)rows * I);
 }
 
-static void mps_swiglu_bwd(trm_backend *b, float *dgu, const float *dout, const float *gu, int rows, int I) {
+static void mps_swiglu_bwd(trm_backend *b, void *dgu, const void *dout, const void *gu, int rows, int I) {
     if (rows <= 0 || I <= 0) return;
     u32((size_t)rows * 2 * I, "swiglu");
     swiglu_pc pc = {A(dgu), A(gu), A(dout), (uint32_t)rows, (uint32_t)I};
@@ -310,10 +322,10 @@ static void rope(trm_backend *b, float *qkv, const float *cs, const float *sn, i
     rd(b, qkv, all), wr(b, qkv, all), rd(b, cs, (size_t)T * hd), rd(b, sn, (size_t)T * hd);
     run1d(b, K_ROPE, (uint32_t)bwd, &pc, sizeof pc, n);
 }
-static void mps_rope_fwd(trm_backend *b, float *q, const float *c, const float *s, int B, int T, int H, int hd) {
+static void mps_rope_fwd(trm_backend *b, void *q, const float *c, const float *s, int B, int T, int H, int hd) {
     rope(b, q, c, s, B, T, H, hd, 0);
 }
-static void mps_rope_bwd(trm_backend *b, float *q, const float *c, const float *s, int B, int T, int H, int hd) {
+static void mps_rope_bwd(trm_backend *b, void *q, const float *c, const float *s, int B, int T, int H, int hd) {
     rope(b, q, c, s, B, T, H, hd, 1);
 }
 
@@ -336,8 +348,12 @@ static void att_kernel(trm_backend *b, int mode, float *s, const float *lse, con
         run1d(b, K_ATT, (uint32_t)mode, &pc, sizeof pc, (size_t)B * T * T);
 }
 
-static void mps_attention_fwd(trm_backend *b, float *out, float *lse, const float *qkv, int B, int T, int H, int hd) {
+static const trm_gemm_dt F32x3 = {TRM_F32, TRM_F32, TRM_F32};
+
+static void mps_attention_fwd(trm_backend *b, void *outv, float *lse, const void *qkvv, int B, int T, int H, int hd) {
     if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
+    float *out = outv;
+    const float *qkv = qkvv;
     int64_t TT = (int64_t)T * T;
     u32((size_t)B * TT, "attention scores");
     float *S = scratch(b, SCR_ATT_S, (size_t)B * TT * sizeof(float));
@@ -345,15 +361,17 @@ static void mps_attention_fwd(trm_backend *b, float *out, float *lse, const floa
     int64_t sq = (int64_t)T * ld, so = (int64_t)T * ldo;
     float scale = 1.0f / sqrtf((float)hd);
     for (int h = 0; h < H; h++) {
-        mps_gemm(b, 0, 1, T, T, hd, scale, qkv + h * hd, ld, sq, qkv + (H + h) * hd, ld, sq, 0.0f, S, T, TT, B);
+        mps_gemm(b, F32x3, 0, 1, T, T, hd, scale, qkv + h * hd, ld, sq, qkv + (H + h) * hd, ld, sq, 0.0f, S, T, TT, B);
         att_kernel(b, AT_SOFTMAX_LSE, S, lse, NULL, NULL, B, T, H, h, hd);
-        mps_gemm(b, 0, 0, T, hd, T, 1.0f, S, T, TT, qkv + (2 * H + h) * hd, ld, sq, 0.0f, out + h * hd, ldo, so, B);
+        mps_gemm(b, F32x3, 0, 0, T, hd, T, 1.0f, S, T, TT, qkv + (2 * H + h) * hd, ld, sq, 0.0f, out + h * hd, ldo, so, B);
     }
 }
 
-static void mps_attention_bwd(trm_backend *b, float *dqkv, const float *dout, const float *qkv, const float *out,
+static void mps_attention_bwd(trm_backend *b, void *dqkvv, const void *doutv, const void *qkvv, const void *outv,
                               const float *lse, int B, int T, int H, int hd) {
     if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
+    float *dqkv = dqkvv;
+    const float *dout = doutv, *qkv = qkvv, *out = outv;
     int64_t TT = (int64_t)T * T;
     u32((size_t)B * TT, "attention scores");
     float *P = scratch(b, SCR_ATT_S, (size_t)B * TT * sizeof(float));
@@ -365,14 +383,14 @@ static void mps_attention_bwd(trm_backend *b, float *dqkv, const float *dout, co
     att_kernel(b, AT_ROWDOT, dr, NULL, dout, out, B, T, H, 0, hd);
     for (int h = 0; h < H; h++) {
         const float *Q = qkv + h * hd, *K = qkv + (H + h) * hd, *V = qkv + (2 * H + h) * hd, *dO = dout + h * hd;
-        mps_gemm(b, 0, 1, T, T, hd, scale, Q, ld, sq, K, ld, sq, 0.0f, P, T, TT, B);
+        mps_gemm(b, F32x3, 0, 1, T, T, hd, scale, Q, ld, sq, K, ld, sq, 0.0f, P, T, TT, B);
         att_kernel(b, AT_EXP_LSE, P, lse, NULL, NULL, B, T, H, h, hd);
         /* dV = Pᵀ dO ; dP = dO Vᵀ ; dS = P∘(dP − rowsum) ; dQ = dS K·s ; dK = dSᵀ Q·s */
-        mps_gemm(b, 1, 0, T, hd, T, 1.0f, P, T, TT, dO, ldo, so, 0.0f, dqkv + (2 * H + h) * hd, ld, sq, B);
-        mps_gemm(b, 0, 1, T, T, hd, 1.0f, dO, ldo, so, V, ld, sq, 0.0f, dP, T, TT, B);
+        mps_gemm(b, F32x3, 1, 0, T, hd, T, 1.0f, P, T, TT, dO, ldo, so, 0.0f, dqkv + (2 * H + h) * hd, ld, sq, B);
+        mps_gemm(b, F32x3, 0, 1, T, T, hd, 1.0f, dO, ldo, so, V, ld, sq, 0.0f, dP, T, TT, B);
         att_kernel(b, AT_DS, dP, dr, P, NULL, B, T, H, h, hd);
-        mps_gemm(b, 0, 0, T, hd, T, scale, dP, T, TT, K, ld, sq, 0.0f, dqkv + h * hd, ld, sq, B);
-        mps_gemm(b, 1, 0, T, hd, T, scale, dP, T, TT, Q, ld, sq, 0.0f, dqkv + (H + h) * hd, ld, sq, B);
+        mps_gemm(b, F32x3, 0, 0, T, hd, T, scale, dP, T, TT, K, ld, sq, 0.0f, dqkv + h * hd, ld, sq, B);
+        mps_gemm(b, F32x3, 1, 0, T, hd, T, scale, dP, T, TT, Q, ld, sq, 0.0f, dqkv + (H + h) * hd, ld, sq, B);
     }
 }
 
@@ -395,13 +413,13 @@ static embed_pc embed_args(const trm_embed_args *a) {
     return pc;
 }
 
-static void mps_embed_fwd(trm_backend *b, float *out, const trm_embed_args *a) {
+static void mps_embed_fwd(trm_backend *b, void *out, const trm_embed_args *a) {
     embed_pc pc = embed_args(a);
     pc.out = A(out);
     run1d(b, K_EMBED, EM_FWD, &pc, sizeof pc, (size_t)a->B * (a->P + a->S) * a->D);
 }
 
-static void mps_embed_bwd(trm_backend *b, const float *dout, const trm_embed_args *a, float *d_tok_w,
+static void mps_embed_bwd(trm_backend *b, const void *dout, const trm_embed_args *a, float *d_tok_w,
                           float *d_pos_w, float *d_puz_rows) {
     embed_pc pc = embed_args(a);
     pc.dout = A(dout);
@@ -477,7 +495,7 @@ typedef struct {
     uint64_t seed, sample0;
 } act_pc;
 
-static void mps_act_reset(trm_backend *b, int B, int T, int D, int S, const uint8_t *halted, float *zH, float *zL,
+static void mps_act_reset(trm_backend *b, int B, int T, int D, int S, const uint8_t *halted, void *zH, void *zL,
                           const float *H_init, const float *L_init, int32_t *steps, int32_t *ci, int32_t *cl,
                           int32_t *cp, const int32_t *ni, const int32_t *nl, const int32_t *np) {
     if (B <= 0) return;

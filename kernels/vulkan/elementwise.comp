@@ -12,8 +12,8 @@ layout(push_constant) uniform pc_t {
     uvec2 y;    // add, axpy, bias_fwd: y; transpose: out; bias_bwd: dbias
     uvec2 x1;   // add: x1; axpy: x; transpose: in; bias_fwd: bias; bias_bwd: dy
     uvec2 x2;   // add: x2
-    uint n;     // add, axpy, splitk_sum: elements
-    uint rows, cols, ld;
+    uint n;     // add, axpy, splitk_sum: elements; transpose: the input's row stride
+    uint rows, cols, ld; // transpose: ld is the output's row stride (≥ rows; zeros past rows)
     float alpha;
     float beta; // splitk_sum: C = alpha·Σ partials + beta·C (C unread when beta = 0)
     uint ksplit;
@@ -22,23 +22,24 @@ layout(push_constant) uniform pc_t {
 } pc;
 
 // 32×32 tiles through shared memory (one column of padding against bank conflicts); the
-// workgroup is 256 invocations seen as 32×8.
+// workgroup is 256 invocations seen as 32×8. The tiles span the output rows' full stride, so
+// the ones past `rows` write the pads' zeros.
 shared float tile[32 * 33];
 
 void transpose_tile() {
-    uint mat = pc.rows * pc.cols;
-    f32_ref src = f32_ref(ptr_add_strided(pc.x1, gl_WorkGroupID.z, uvec2(mat, 0u)));
-    f32_ref dst = f32_ref(ptr_add_strided(pc.y, gl_WorkGroupID.z, uvec2(mat, 0u)));
+    uint ldi = pc.n, ldo = pc.ld;
+    f32_ref src = f32_ref(ptr_add_strided(pc.x1, gl_WorkGroupID.z, uvec2(pc.rows * ldi, 0u)));
+    f32_ref dst = f32_ref(ptr_add_strided(pc.y, gl_WorkGroupID.z, uvec2(pc.cols * ldo, 0u)));
     uint tx = gl_LocalInvocationID.x % 32u, ty = gl_LocalInvocationID.x / 32u;
     uint c0 = gl_WorkGroupID.x * 32u, r0 = gl_WorkGroupID.y * 32u;
     for (uint k = ty; k < 32u; k += 8u) {
         uint r = r0 + k, c = c0 + tx;
-        if (r < pc.rows && c < pc.cols) tile[k * 33u + tx] = src.v[r * pc.cols + c];
+        if (r < pc.rows && c < pc.cols) tile[k * 33u + tx] = src.v[r * ldi + c];
     }
     barrier();
     for (uint k = ty; k < 32u; k += 8u) {
         uint c = c0 + k, r = r0 + tx;
-        if (r < pc.rows && c < pc.cols) dst.v[c * pc.rows + r] = tile[tx * 33u + k];
+        if (c < pc.cols && r < ldo) dst.v[c * ldo + r] = r < pc.rows ? tile[tx * 33u + k] : 0.0;
     }
 }
 

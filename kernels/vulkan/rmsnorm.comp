@@ -1,6 +1,7 @@
 #version 460
 // rmsnorm.comp — RMSNorm with the residual add fused in (y = rms(x + res), rstd saved) and its
-// backward dx = rstd·(dy − y·mean(dy·y)). One workgroup per row; the row is re-read rather
+// backward dx = rstd·(dy − y·mean(dy·y)), over the first `dim` elements of rows `ld` apart (the
+// outputs' ld − dim pads written as zeros). One workgroup per row; the row is re-read rather
 // than held, so any width works (D for the channel norm, T for the mlp_t token norm).
 // Counterpart of kernels/cuda/rmsnorm.cu.
 #include "common.glsl"
@@ -16,6 +17,7 @@ layout(push_constant) uniform pc_t {
     uvec2 b;     // fwd: res (may be null); bwd: y
     uint rows, dim;
     float eps;
+    uint ld;
 } pc;
 
 void main() {
@@ -23,7 +25,8 @@ void main() {
     bool has_b = !is_null(pc.b);
     uint t = gl_LocalInvocationID.x;
     FOR_EACH_ROW(r, pc.rows) {
-        uint base = r * pc.dim;
+        uint base = r * pc.ld;
+        for (uint d = pc.dim + t; d < pc.ld; d += WG) o.v[base + d] = 0.0;
         if (MODE == FWD) {
             float ss = 0.0;
             for (uint d = t; d < pc.dim; d += WG) {
