@@ -428,7 +428,7 @@ START_TEST(test_swiglu) {
         if (n <= 100) {
             float *w = frand(&r, n, -1, 1), *dgu = fzeros(2 * n);
             double *wd = dcopy(w, n);
-            be->swiglu_bwd(be, dgu, w, gu, rows, I);
+            be->swiglu_bwd(be, dgu, NULL, w, gu, rows, I);
             swiglu_ctx c = {rows, I, wd, od};
             expect_grad("swiglu dgu", swiglu_loss, &c, gd, 2 * n, dgu, 1e-4, 1e-5, 1e-4);
             free(w);

@@ -575,16 +575,23 @@ START_TEST(test_rmsnorm) {
 }
 END_TEST
 
-static void run_swiglu(trm_backend *b, float *out, float *dgu, const float *gu, const float *dout,
+/* out from the forward; out2 recomputed by the backward (must equal out) */
+static void run_swiglu(trm_backend *b, float *out, float *out2, float *dgu, const float *gu, const float *dout,
                        int rows, int I) {
     dmem m = {.b = b};
     size_t n = (size_t)rows * I;
-    void *dO = nan_act(&m, n), *dG = nan_act(&m, 2 * n);
-    const void *dgu_in = upa(&m, gu, 2 * n);
+    void *dO = nan_act(&m, n), *dO2 = nan_act(&m, n), *dG = nan_act(&m, 2 * n), *dG2 = nan_act(&m, 2 * n);
+    const void *dgu_in = upa(&m, gu, 2 * n), *dd = upa(&m, dout, n);
     b->swiglu_fwd(b, dO, dgu_in, rows, I);
-    b->swiglu_bwd(b, dG, upa(&m, dout, n), dgu_in, rows, I);
+    b->swiglu_bwd(b, dG, dO2, dd, dgu_in, rows, I);
+    b->swiglu_bwd(b, dG2, NULL, dd, dgu_in, rows, I);
     downa(&m, out, dO, n);
+    downa(&m, out2, dO2, n);
     downa(&m, dgu, dG, 2 * n);
+    float *g2 = malloc(2 * n * sizeof(float));
+    downa(&m, g2, dG2, 2 * n);
+    expect_rel("swiglu_bwd without out", g2, dgu, 2 * n, 0);
+    free(g2);
     dm_free(&m);
 }
 
@@ -597,8 +604,13 @@ static void swiglu_cases(pair *p, int bf16) {
         float *gu = frand(&r, 2 * n, -6, 6), *dout = frand(&r, n, -1, 1);
         if (bf16) round_bf16(gu, 2 * n), round_bf16(dout, n);
         float *o[2] = {malloc(n * sizeof(float)), malloc(n * sizeof(float))};
+        float *o2[2] = {malloc(n * sizeof(float)), malloc(n * sizeof(float))};
         float *g[2] = {malloc(2 * n * sizeof(float)), malloc(2 * n * sizeof(float))};
-        for (int s = 0; s < 2; s++) run_swiglu(s ? p->dev : p->ref, o[s], g[s], gu, dout, rows, I);
+        for (int s = 0; s < 2; s++) {
+            run_swiglu(s ? p->dev : p->ref, o[s], o2[s], g[s], gu, dout, rows, I);
+            expect_rel("swiglu_bwd's recomputed forward", o2[s], o[s], n, 0); /* the same values, bit for bit */
+            free(o2[s]);
+        }
         expect_rel("swiglu_fwd", o[1], o[0], n, bf16 ? TOL_ACT16 : TOL);
         expect_rel("swiglu_bwd", g[1], g[0], 2 * n, bf16 ? TOL_ACT16 : TOL);
         free(gu), free(dout);

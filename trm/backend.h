@@ -135,7 +135,9 @@ struct trm_backend {
                         const float *rstd, int rows, int dim, int ld);
     /* gu: rows×2I ([g | u]); out: rows×I = silu(g)*u. */
     void (*swiglu_fwd)(trm_backend *b, void *out, const void *gu, int rows, int I);
-    void (*swiglu_bwd)(trm_backend *b, void *dgu, const void *dout, const void *gu, int rows, int I);
+    /* dgu from dout; out (may be NULL) gets the forward's silu(g)·u again in the same pass (the
+     * backward recomputes it rather than keep it, and the weight gradient after it reads it). */
+    void (*swiglu_bwd)(trm_backend *b, void *dgu, void *out, const void *dout, const void *gu, int rows, int I);
     /* qkv: (B,T,3H,hd); rotates q and k heads in place with fp32 cos/sin tables (T×hd). */
     void (*rope_fwd)(trm_backend *b, void *qkv, const float *cos, const float *sin, int B, int T,
                      int H, int hd);

@@ -332,9 +332,9 @@ static void cpu_swiglu_fwd(trm_backend *be, void *outv, const void *guv, int row
 }
 
 /* PyTorch: du = dout·silu(g); dg = (dout·u)·σ·(1 + g·(1 − σ)). */
-static void cpu_swiglu_bwd(trm_backend *be, void *dguv, const void *doutv, const void *guv,
+static void cpu_swiglu_bwd(trm_backend *be, void *dguv, void *outv, const void *doutv, const void *guv,
                            int rows, int I) {
-    float *dgu = dguv;
+    float *dgu = dguv, *out = outv;
     const float *dout = doutv, *gu = guv;
 #pragma omp parallel for schedule(static) if ((size_t)rows * I >= PAR_MIN)
     for (int r = 0; r < rows; r++) {
@@ -344,9 +344,11 @@ static void cpu_swiglu_bwd(trm_backend *be, void *dguv, const void *doutv, const
         float *restrict dg = dgu + (size_t)r * 2 * I;
         float *restrict du = dg + I;
         exp_affine(du, g, I, -1.0f, 0.0f);
+        float *restrict o = out ? out + (size_t)r * I : NULL;
         for (int i = 0; i < I; i++) {
             float e = 1.0f + du[i];
             float sig = 1.0f / e;
+            if (o) o[i] = (g[i] / e) * u[i]; /* as cpu_swiglu_fwd computes it */
             du[i] = d[i] * (g[i] / e);
             dg[i] = d[i] * u[i] * sig * (1.0f + g[i] * (1.0f - sig));
         }

@@ -66,8 +66,8 @@ WRAP(rmsnorm_fwd,
 WRAP(rmsnorm_bwd, (trm_backend * b, void *dx, const void *dy, const void *y, const float *rs, int r, int d, int ld),
      (P(b)->inner, dx, dy, y, rs, r, d, ld))
 WRAP(swiglu_fwd, (trm_backend * b, void *o, const void *gu, int r, int I), (P(b)->inner, o, gu, r, I))
-WRAP(swiglu_bwd, (trm_backend * b, void *dgu, const void *d, const void *gu, int r, int I),
-     (P(b)->inner, dgu, d, gu, r, I))
+WRAP(swiglu_bwd, (trm_backend * b, void *dgu, void *o, const void *d, const void *gu, int r, int I),
+     (P(b)->inner, dgu, o, d, gu, r, I))
 WRAP(rope_fwd, (trm_backend * b, void *q, const float *c, const float *s, int B, int T, int H, int hd),
      (P(b)->inner, q, c, s, B, T, H, hd))
 WRAP(rope_bwd, (trm_backend * b, void *q, const float *c, const float *s, int B, int T, int H, int hd),

@@ -669,14 +669,19 @@ static trm_gemm_dt dt_aaf(const trm_model *m) { return (trm_gemm_dt){(uint8_t)m-
 static void linear_fwd(trm_model *m, void *y, const void *x, const void *w, int idx, int rows, int in, int out) {
     m->be->gemm(m->be, dt_awa(m), 0, 1, rows, out, in, 1.0f, x, in, 0, W_(m, w, idx), WLD(m, idx), 0, 0.0f, y, out, 0, 1);
 }
-/* dW += dyᵀ·x ; dx = dy·W (+ dx when accumulate). */
+/* dW += dyᵀ·x */
+static void linear_bwd_w(trm_model *m, int idx, const void *dy, const void *x, int rows, int in, int out) {
+    m->be->gemm(m->be, dt_aaf(m), 1, 0, out, in, rows, 1.0f, dy, out, 0, x, in, 0, 1.0f, G_(m, idx), in, 0, 1);
+}
+/* dx = dy·W (+ dx when accumulate) */
+static void linear_bwd_x(trm_model *m, void *dx, int idx, const void *dy, int rows, int in, int out, int accumulate) {
+    m->be->gemm(m->be, dt_awa(m), 0, 0, rows, in, out, 1.0f, dy, out, 0, W_(m, m->wcur, idx), WLD(m, idx), 0,
+                accumulate ? 1.0f : 0.0f, dx, in, 0, 1);
+}
 static void linear_bwd(trm_model *m, void *dx, int idx, const void *dy, const void *x, int rows, int in, int out,
                        int accumulate) {
-    trm_backend *be = m->be;
-    be->gemm(be, dt_aaf(m), 1, 0, out, in, rows, 1.0f, dy, out, 0, x, in, 0, 1.0f, G_(m, idx), in, 0, 1);
-    if (dx)
-        be->gemm(be, dt_awa(m), 0, 0, rows, in, out, 1.0f, dy, out, 0, W_(m, m->wcur, idx), WLD(m, idx), 0,
-                 accumulate ? 1.0f : 0.0f, dx, in, 0, 1);
+    linear_bwd_w(m, idx, dy, x, rows, in, out);
+    linear_bwd_x(m, dx, idx, dy, rows, in, out, accumulate);
 }
 
 static void mixer_attn_fwd(trm_model *m, const void *w, int l, trm_block_acts *k) {
@@ -729,12 +734,12 @@ static void mixer_mlpt_bwd(trm_model *m, int l, trm_block_acts *k, const void *d
     const void *w = m->wcur;
     be->transpose(be, w1, Tp, dy1, m->D, m->B, T, m->D);            /* w1 = dy1ᵀ (B, D, Tp) */
     be->rmsnorm_bwd(be, w2, w1, k->y1T, k->rstd1, RT, T, Tp);       /* w2 = d(inT + tmpT) */
-    be->swiglu_fwd(be, k->actt, k->gut, RT, m->It);                  /* recomputed (shared buffer) */
-    /* down: dW += w2ᵀ·actt over the T real columns; dactt = w2·W */
-    be->gemm(be, dt_aaf(m), 1, 0, T, m->It, RT, 1.0f, w2, Tp, 0, k->actt, m->It, 0, 1.0f, G_(m, dn), m->It, 0, 1);
+    /* down: dactt = w2·W; the SwiGLU gradient recomputes actt (a shared buffer) in its pass;
+     * dW += w2ᵀ·actt over the T real columns */
     be->gemm(be, dt_awa(m), 0, 0, RT, m->It, Tk, 1.0f, w2, Tp, 0, W_(m, w, dn), WLD(m, dn), 0, 0.0f, big2, m->It,
              0, 1);
-    be->swiglu_bwd(be, big1, big2, k->gut, RT, m->It);
+    be->swiglu_bwd(be, big1, k->actt, big2, k->gut, RT, m->It);
+    be->gemm(be, dt_aaf(m), 1, 0, T, m->It, RT, 1.0f, w2, Tp, 0, k->actt, m->It, 0, 1.0f, G_(m, dn), m->It, 0, 1);
     /* gate/up: dW += dgutᵀ·inT; d(inT) = w2 + dgut·W, built in w2 */
     be->gemm(be, dt_aaf(m), 1, 0, 2 * m->It, T, RT, 1.0f, big1, 2 * m->It, 0, k->inT, Tp, 0, 1.0f, G_(m, gu), T, 0, 1);
     be->gemm(be, dt_awa(m), 0, 0, RT, Tk, 2 * m->It, 1.0f, big1, 2 * m->It, 0, W_(m, w, gu), WLD(m, gu), 0, 1.0f, w2,
@@ -764,9 +769,11 @@ static void block_bwd(trm_model *m, int l, trm_block_acts *k, void *d) {
     void *big1 = m->tmp_big, *big2 = A_(m, big1, sz[0]), *w1 = A_(m, big2, sz[1]), *w2 = A_(m, w1, sz[2]);
     void *dx2 = m->dz2;
     be->rmsnorm_bwd(be, dx2, d, k->y2, k->rstd2, R, D, D);
-    be->swiglu_fwd(be, k->act, k->gu, R, m->I); /* recomputed (shared buffer) */
-    linear_bwd(m, big2, m->p_layer[l][3], dx2, k->act, R, m->I, D, 0);
-    be->swiglu_bwd(be, big1, big2, k->gu, R, m->I);
+    /* down: dact first; the SwiGLU gradient recomputes act (a shared buffer) in its pass, for
+     * the weight gradient after it */
+    linear_bwd_x(m, big2, m->p_layer[l][3], dx2, R, m->I, D, 0);
+    be->swiglu_bwd(be, big1, k->act, big2, k->gu, R, m->I);
+    linear_bwd_w(m, m->p_layer[l][3], dx2, k->act, R, m->I, D);
     /* dy1 = dx2 + dgu·Wgu, built in dx2 */
     linear_bwd(m, dx2, m->p_layer[l][2], big1, k->y1, R, D, 2 * m->I, 1);
     if (m->cfg.mlp_t)

@@ -195,25 +195,84 @@ __device__ __forceinline__ void fa_store(bf16 *dst, size_t ld, int row0, int T, 
     }
 }
 
-#define FA_FWD_WARPS 8 /* 128 queries a block: each key tile serves twice as many */
+/* The forward gives each warp two 16-row query tiles: every K or V fragment read from shared
+ * memory feeds two products instead of one, which is what bounded the one-tile version (its
+ * ldmatrix traffic, not the tensor cores). 4 warps: 128 queries a block. */
+#define FA_FWD_WARPS 4
+#define FA_MT 2
+
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* acc[mt] (16 × 64) += A[mt](16 × 64) · tileᵀ for both tiles of the warp */
+__device__ __forceinline__ void fa_mma_nt2(float acc[FA_MT][8][4], const uint32_t a[FA_MT][4][4], const bf16 *tile) {
+    int l = threadIdx.x & 31, m = l >> 3;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int j = 0; j < 8; j += 2) {
+            uint32_t b[4];
+            ldsm4(b, tile + ((j + (m >> 1)) * 8 + (l & 7)) * FA_LD + kk * 16 + (m & 1) * 8);
+#pragma unroll
+            for (int mt = 0; mt < FA_MT; mt++) {
+                mma16816(acc[mt][j], a[mt][kk], b[0], b[1]);
+                mma16816(acc[mt][j + 1], a[mt][kk], b[2], b[3]);
+            }
+        }
+}
+
+/* acc[mt] (16 × 64) += P[mt] · tile (tile rows = k index, read transposed) */
+__device__ __forceinline__ void fa_mma_pn2(float acc[FA_MT][8][4], float p[FA_MT][8][4], const bf16 *tile) {
+    int l = threadIdx.x & 31, m = l >> 3;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        uint32_t a[FA_MT][4];
+#pragma unroll
+        for (int mt = 0; mt < FA_MT; mt++) {
+            a[mt][0] = pack_bf16(p[mt][2 * kk][0], p[mt][2 * kk][1]);
+            a[mt][1] = pack_bf16(p[mt][2 * kk][2], p[mt][2 * kk][3]);
+            a[mt][2] = pack_bf16(p[mt][2 * kk + 1][0], p[mt][2 * kk + 1][1]);
+            a[mt][3] = pack_bf16(p[mt][2 * kk + 1][2], p[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j += 2) {
+            uint32_t b[4];
+            ldsm4t(b, tile + (kk * 16 + (m & 1) * 8 + (l & 7)) * FA_LD + (j + (m >> 1)) * 8);
+#pragma unroll
+            for (int mt = 0; mt < FA_MT; mt++) {
+                mma16816(acc[mt][j], a[mt], b[0], b[1]);
+                mma16816(acc[mt][j + 1], a[mt], b[2], b[3]);
+            }
+        }
+    }
+}
 
 /* out, lse of 128 queries over every key tile. q16: bf16 (B, T, 3H, 64). */
 __global__ void __launch_bounds__(32 * FA_FWD_WARPS) flash_fwd_kernel(bf16 *out, float *lse, const bf16 *q16, int T, int H, float sl2) {
     __shared__ __align__(16) bf16 sK[2][FA_TILE], sV[2][FA_TILE];
-    int h = blockIdx.y, b = blockIdx.z, w = threadIdx.x >> 5, q0 = blockIdx.x * FA_FWD_WARPS * 16;
+    const int rows = FA_FWD_WARPS * 16 * FA_MT;
+    int h = blockIdx.y, b = blockIdx.z, w = threadIdx.x >> 5, q0 = blockIdx.x * rows;
     int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
     size_t ld = (size_t)3 * H * FA_D;
     const bf16 *Q = q16 + (size_t)b * T * ld + h * FA_D, *K = Q + H * FA_D, *V = Q + 2 * H * FA_D;
     bf16 *sQ = &sK[0][0]; /* 128 rows over both K stages, before the stream starts */
-    fa_fetch(sQ, Q, ld, q0, FA_FWD_WARPS * 16, T);
+    fa_fetch(sQ, Q, ld, q0, rows, T);
     fa_commit();
     fa_wait<0>();
     __syncthreads();
-    uint32_t qa[4][4];
-    fa_afrag(qa, sQ, w * 16);
+    uint32_t qa[FA_MT][4][4];
+#pragma unroll
+    for (int mt = 0; mt < FA_MT; mt++) fa_afrag(qa[mt], sQ, w * 16 * FA_MT + mt * 16);
     __syncthreads();
-    float o[8][4], m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
-    fa_zero(o);
+    float o[FA_MT][8][4], m[FA_MT][2], l[FA_MT][2];
+#pragma unroll
+    for (int mt = 0; mt < FA_MT; mt++) {
+        fa_zero(o[mt]);
+        m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.f;
+    }
     int n = (T + FA_T - 1) / FA_T;
     fa_fetch(sK[0], K, ld, 0, FA_T, T);
     fa_fetch(sV[0], V, ld, 0, FA_T, T);
@@ -229,46 +288,63 @@ __global__ void __launch_bounds__(32 * FA_FWD_WARPS) flash_fwd_kernel(bf16 *out,
             fa_wait<0>();
         }
         __syncthreads();
-        float s[8][4];
-        fa_zero(s);
-        fa_mma_nt(s, qa, sK[st]);
-        float mx0 = m0, mx1 = m1;
+        float s[FA_MT][8][4];
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-            int key = k0 + j * 8 + 2 * t;
+        for (int mt = 0; mt < FA_MT; mt++) fa_zero(s[mt]);
+        fa_mma_nt2(s, qa, sK[st]);
+        /* scores stay unscaled (max taken on them, the scale folded into each exponent's FMA);
+         * only the last, ragged tile masks keys past T */
+        if (k0 + FA_T > T)
 #pragma unroll
-            for (int e = 0; e < 4; e++) s[j][e] = key + (e & 1) < T ? s[j][e] * sl2 : -INFINITY;
-            mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
-            mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
-        }
-        for (int x = 1; x < 4; x <<= 1) {
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
-        }
-        float c0 = exp2f(m0 - mx0), c1 = exp2f(m1 - mx1); /* m = -inf before the first tile: 0 */
-        m0 = mx0, m1 = mx1;
-        l0 *= c0, l1 *= c1;
+            for (int mt = 0; mt < FA_MT; mt++)
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-            s[j][0] = exp2f(s[j][0] - m0), s[j][1] = exp2f(s[j][1] - m0);
-            s[j][2] = exp2f(s[j][2] - m1), s[j][3] = exp2f(s[j][3] - m1);
-            l0 += s[j][0] + s[j][1], l1 += s[j][2] + s[j][3];
-            o[j][0] *= c0, o[j][1] *= c0, o[j][2] *= c1, o[j][3] *= c1;
+                for (int j = 0; j < 8; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        if (k0 + j * 8 + 2 * t + (e & 1) >= T) s[mt][j][e] = -INFINITY;
+#pragma unroll
+        for (int mt = 0; mt < FA_MT; mt++) {
+            float mx0 = m[mt][0], mx1 = m[mt][1];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                mx0 = fmaxf(mx0, fmaxf(s[mt][j][0], s[mt][j][1]));
+                mx1 = fmaxf(mx1, fmaxf(s[mt][j][2], s[mt][j][3]));
+            }
+            for (int x = 1; x < 4; x <<= 1) {
+                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
+                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
+            }
+            /* m = -inf before the first tile: the factor is 0 */
+            float c0 = ex2((m[mt][0] - mx0) * sl2), c1 = ex2((m[mt][1] - mx1) * sl2);
+            m[mt][0] = mx0, m[mt][1] = mx1;
+            float b0 = -mx0 * sl2, b1 = -mx1 * sl2;
+            l[mt][0] *= c0, l[mt][1] *= c1;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                s[mt][j][0] = ex2(fmaf(s[mt][j][0], sl2, b0)), s[mt][j][1] = ex2(fmaf(s[mt][j][1], sl2, b0));
+                s[mt][j][2] = ex2(fmaf(s[mt][j][2], sl2, b1)), s[mt][j][3] = ex2(fmaf(s[mt][j][3], sl2, b1));
+                l[mt][0] += s[mt][j][0] + s[mt][j][1], l[mt][1] += s[mt][j][2] + s[mt][j][3];
+                o[mt][j][0] *= c0, o[mt][j][1] *= c0, o[mt][j][2] *= c1, o[mt][j][3] *= c1;
+            }
         }
-        fa_mma_pn(o, s, sV[st]);
+        fa_mma_pn2(o, s, sV[st]);
         __syncthreads(); /* this stage is refilled next iteration */
     }
-    for (int x = 1; x < 4; x <<= 1) {
-        l0 += __shfl_xor_sync(0xffffffffu, l0, x);
-        l1 += __shfl_xor_sync(0xffffffffu, l1, x);
-    }
-    int r0 = q0 + w * 16;
-    if (r0 >= T) return;
-    fa_store(out + (size_t)b * T * H * FA_D + h * FA_D, (size_t)H * FA_D, r0, T, o, 1.f / l0, 1.f / l1);
-    if (t == 0) {
-        float *L = lse + ((size_t)b * H + h) * T;
-        if (r0 + g < T) L[r0 + g] = (m0 + log2f(l0)) / LOG2E;
-        if (r0 + g + 8 < T) L[r0 + g + 8] = (m1 + log2f(l1)) / LOG2E;
+#pragma unroll
+    for (int mt = 0; mt < FA_MT; mt++) {
+        float l0 = l[mt][0], l1 = l[mt][1];
+        for (int x = 1; x < 4; x <<= 1) {
+            l0 += __shfl_xor_sync(0xffffffffu, l0, x);
+            l1 += __shfl_xor_sync(0xffffffffu, l1, x);
+        }
+        int r0 = q0 + w * 16 * FA_MT + mt * 16;
+        if (r0 >= T) continue;
+        fa_store(out + (size_t)b * T * H * FA_D + h * FA_D, (size_t)H * FA_D, r0, T, o[mt], 1.f / l0, 1.f / l1);
+        if (t == 0) {
+            float *L = lse + ((size_t)b * H + h) * T;
+            if (r0 + g < T) L[r0 + g] = (m[mt][0] * sl2 + log2f(l0)) / LOG2E;
+            if (r0 + g + 8 < T) L[r0 + g + 8] = (m[mt][1] * sl2 + log2f(l1)) / LOG2E;
+        }
     }
 }
 
@@ -400,7 +476,7 @@ int k_flash_ok(const void *a, const void *b, int hd) {
 }
 
 void k_flash_fwd(cudaStream_t st, void *out, float *lse, const void *qkv, int B, int T, int H) {
-    int rows = FA_FWD_WARPS * 16;
+    int rows = FA_FWD_WARPS * 16 * FA_MT;
     dim3 grid((unsigned)((T + rows - 1) / rows), (unsigned)H, (unsigned)B);
     flash_fwd_kernel<<<grid, 32 * FA_FWD_WARPS, 0, st>>>((bf16 *)out, lse, (const bf16 *)qkv, T, H, LOG2E / sqrtf((float)FA_D));
 }

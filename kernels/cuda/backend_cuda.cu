@@ -355,8 +355,8 @@ static void cuda_rmsnorm_bwd(trm_backend *b, void *dx, const void *dy, const voi
     k_rmsnorm_bwd(ST(b), DT(b), dx, dy, y, rstd, rows, dim, ld);
 }
 static void cuda_swiglu_fwd(trm_backend *b, void *o, const void *gu, int rows, int I) { k_swiglu_fwd(ST(b), DT(b), o, gu, rows, I); }
-static void cuda_swiglu_bwd(trm_backend *b, void *dgu, const void *d, const void *gu, int rows, int I) {
-    k_swiglu_bwd(ST(b), DT(b), dgu, d, gu, rows, I);
+static void cuda_swiglu_bwd(trm_backend *b, void *dgu, void *o, const void *d, const void *gu, int rows, int I) {
+    k_swiglu_bwd(ST(b), DT(b), dgu, o, d, gu, rows, I);
 }
 static void cuda_rope_fwd(trm_backend *b, void *qkv, const float *c, const float *s, int B, int T, int H, int hd) {
     k_rope(ST(b), DT(b), qkv, c, s, B, T, H, hd, 0);

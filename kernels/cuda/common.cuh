@@ -112,7 +112,7 @@ void k_rmsnorm_fwd(cudaStream_t st, int dt, void *y, float *rstd, const void *x,
 void k_rmsnorm_bwd(cudaStream_t st, int dt, void *dx, const void *dy, const void *y, const float *rstd, int rows,
                    int dim, int ld);
 void k_swiglu_fwd(cudaStream_t st, int dt, void *out, const void *gu, int rows, int I);
-void k_swiglu_bwd(cudaStream_t st, int dt, void *dgu, const void *dout, const void *gu, int rows, int I);
+void k_swiglu_bwd(cudaStream_t st, int dt, void *dgu, void *out, const void *dout, const void *gu, int rows, int I);
 void k_rope(cudaStream_t st, int dt, void *qkv, const float *cos, const float *sin, int B, int T, int H, int hd,
             int transpose);
 

@@ -1,25 +1,39 @@
 /* rmsnorm.cu — RMSNorm with the residual add fused in (y = rms(x + res)), and its backward,
  * over the first `dim` elements of rows `ld` apart (the outputs' pads past dim written as
- * zeros). One warp per row. Rows of up to 128 16-byte vectors (512 fp32 or 1024 bf16 values:
- * D = 512 for the channel norm, Tp ≈ 104 for the mlp_t token norm) are held in registers and
- * read once; longer or unaligned rows are re-read element by element from L1/L2. Sums are
- * fp32; in bf16 the residual sum is rounded to bf16 before the norm, as the reference adds
- * two bf16 tensors. */
+ * zeros). A row belongs to L lanes of a warp (L = 32, or 16 or 8 for short rows, so that
+ * mlp_t's 104-value token rows keep every lane busy). Rows of up to 4·L 16-byte vectors (512
+ * fp32 or 1024 bf16 values with L = 32) are held in registers and read once; longer or
+ * unaligned rows are re-read element by element from L1/L2 by a whole warp. Sums are fp32; in
+ * bf16 the residual sum is rounded to bf16 before the norm, as the reference adds two bf16
+ * tensors. */
 #include "common.cuh"
 
 #define RMS_MAXV 4 /* 16-byte vectors per lane held in registers */
 
-template <typename T>
+template <int L> __device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+    for (int o = L / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* rows handled by a block of 256 threads, L lanes a row */
+template <int L> static unsigned rms_grid(int rows) { return grid_for((size_t)rows, 256 / L); }
+
+template <typename T, int L>
 __global__ void rmsnorm_fwd_vec(T *y, float *rstd, const T *x, const T *res, int rows, int dim, int ld, float eps) {
     const int N = vn<T>::N;
-    int warps = blockDim.x / 32, lane = threadIdx.x & 31, nv = ld / N;
-    for (int r = blockIdx.x * warps + threadIdx.x / 32; r < rows; r += gridDim.x * warps) {
+    int per = blockDim.x / L, lane = threadIdx.x % L, nv = ld / N;
+    /* every lane of a warp takes part in the shuffles: rows past the end compute on row 0 and
+     * write nothing */
+    for (int r0 = blockIdx.x * per; r0 < rows; r0 += gridDim.x * per) {
+        int r = r0 + threadIdx.x / L, live = r < rows;
+        if (!live) r = 0;
         size_t o = (size_t)r * ld;
         float v[RMS_MAXV][N];
         float ss = 0.f;
 #pragma unroll
         for (int k = 0; k < RMS_MAXV; k++) {
-            int j = lane + 32 * k;
+            int j = lane + L * k;
             if (j >= nv) continue;
             ld16(v[k], x + o + (size_t)j * N);
             if (res) {
@@ -34,11 +48,12 @@ __global__ void rmsnorm_fwd_vec(T *y, float *rstd, const T *x, const T *res, int
                 ss += v[k][e] * v[k][e];
             }
         }
-        ss = warp_sum(ss);
+        ss = group_sum<L>(ss);
         float s = rsqrtf(ss / dim + eps);
+        if (!live) continue;
 #pragma unroll
         for (int k = 0; k < RMS_MAXV; k++) {
-            int j = lane + 32 * k;
+            int j = lane + L * k;
             if (j >= nv) continue;
 #pragma unroll
             for (int e = 0; e < N; e++) v[k][e] *= s;
@@ -70,18 +85,29 @@ __global__ void rmsnorm_fwd_any(T *y, float *rstd, const T *x, const T *res, int
     }
 }
 
-template <typename T> static bool vec_rows(int ld, const void *a, const void *b, const void *c) {
+/* Lanes per row for the register path (0: the row does not fit it): the fewest of 8, 16, 32
+ * that hold the row's vectors one per lane, else 32 lanes with up to RMS_MAXV each. */
+template <typename T> static int vec_lanes(int ld, const void *a, const void *b, const void *c) {
     const int N = vn<T>::N;
-    return ld % N == 0 && ld / N <= 32 * RMS_MAXV && aligned16(a) && aligned16(b) && (!c || aligned16(c));
+    if (ld % N || ld / N > 32 * RMS_MAXV || !aligned16(a) || !aligned16(b) || (c && !aligned16(c))) return 0;
+    int nv = ld / N;
+    return nv <= 8 ? 8 : nv <= 16 ? 16 : 32;
 }
 
 void k_rmsnorm_fwd(cudaStream_t st, int dt, void *y, float *rstd, const void *x, const void *res, int rows, int dim,
                    int ld, float eps) {
     if (rows <= 0 || dim <= 0) return;
     ACT_DISPATCH(dt, {
-        if (vec_rows<T>(ld, y, x, res))
-            rmsnorm_fwd_vec<T><<<grid_for((size_t)rows, 8), 256, 0, st>>>((T *)y, rstd, (const T *)x, (const T *)res,
-                                                                          rows, dim, ld, eps);
+        int L = vec_lanes<T>(ld, y, x, res);
+        if (L == 8)
+            rmsnorm_fwd_vec<T, 8><<<rms_grid<8>(rows), 256, 0, st>>>((T *)y, rstd, (const T *)x, (const T *)res, rows,
+                                                                   dim, ld, eps);
+        else if (L == 16)
+            rmsnorm_fwd_vec<T, 16><<<rms_grid<16>(rows), 256, 0, st>>>((T *)y, rstd, (const T *)x, (const T *)res,
+                                                                     rows, dim, ld, eps);
+        else if (L == 32)
+            rmsnorm_fwd_vec<T, 32><<<rms_grid<32>(rows), 256, 0, st>>>((T *)y, rstd, (const T *)x, (const T *)res,
+                                                                     rows, dim, ld, eps);
         else
             rmsnorm_fwd_any<T><<<grid_for((size_t)rows, 8), 256, 0, st>>>((T *)y, rstd, (const T *)x, (const T *)res,
                                                                           rows, dim, ld, eps);
@@ -89,17 +115,19 @@ void k_rmsnorm_fwd(cudaStream_t st, int dt, void *y, float *rstd, const void *x,
 }
 
 /* dx = rstd·(dy − y·mean(dy·y)) over the dim values; pads zero. */
-template <typename T>
+template <typename T, int L>
 __global__ void rmsnorm_bwd_vec(T *dx, const T *dy, const T *y, const float *rstd, int rows, int dim, int ld) {
     const int N = vn<T>::N;
-    int warps = blockDim.x / 32, lane = threadIdx.x & 31, nv = ld / N;
-    for (int r = blockIdx.x * warps + threadIdx.x / 32; r < rows; r += gridDim.x * warps) {
+    int per = blockDim.x / L, lane = threadIdx.x % L, nv = ld / N;
+    for (int r0 = blockIdx.x * per; r0 < rows; r0 += gridDim.x * per) {
+        int r = r0 + threadIdx.x / L, live = r < rows;
+        if (!live) r = 0;
         size_t o = (size_t)r * ld;
         float g[RMS_MAXV][N], v[RMS_MAXV][N];
         float dot = 0.f;
 #pragma unroll
         for (int k = 0; k < RMS_MAXV; k++) {
-            int j = lane + 32 * k;
+            int j = lane + L * k;
             if (j >= nv) continue;
             ld16(g[k], dy + o + (size_t)j * N);
             ld16(v[k], y + o + (size_t)j * N);
@@ -109,11 +137,12 @@ __global__ void rmsnorm_bwd_vec(T *dx, const T *dy, const T *y, const float *rst
                 dot += g[k][e] * v[k][e];
             }
         }
-        dot = warp_sum(dot);
+        dot = group_sum<L>(dot);
         float mean = dot / dim, s = rstd[r];
+        if (!live) continue;
 #pragma unroll
         for (int k = 0; k < RMS_MAXV; k++) {
-            int j = lane + 32 * k;
+            int j = lane + L * k;
             if (j >= nv) continue;
 #pragma unroll
             for (int e = 0; e < N; e++) g[k][e] = s * (g[k][e] - v[k][e] * mean);
@@ -140,9 +169,16 @@ void k_rmsnorm_bwd(cudaStream_t st, int dt, void *dx, const void *dy, const void
                    int dim, int ld) {
     if (rows <= 0 || dim <= 0) return;
     ACT_DISPATCH(dt, {
-        if (vec_rows<T>(ld, dx, dy, y))
-            rmsnorm_bwd_vec<T><<<grid_for((size_t)rows, 8), 256, 0, st>>>((T *)dx, (const T *)dy, (const T *)y, rstd,
-                                                                          rows, dim, ld);
+        int L = vec_lanes<T>(ld, dx, dy, y);
+        if (L == 8)
+            rmsnorm_bwd_vec<T, 8><<<rms_grid<8>(rows), 256, 0, st>>>((T *)dx, (const T *)dy, (const T *)y, rstd, rows,
+                                                                   dim, ld);
+        else if (L == 16)
+            rmsnorm_bwd_vec<T, 16><<<rms_grid<16>(rows), 256, 0, st>>>((T *)dx, (const T *)dy, (const T *)y, rstd,
+                                                                     rows, dim, ld);
+        else if (L == 32)
+            rmsnorm_bwd_vec<T, 32><<<rms_grid<32>(rows), 256, 0, st>>>((T *)dx, (const T *)dy, (const T *)y, rstd,
+                                                                     rows, dim, ld);
         else
             rmsnorm_bwd_any<T><<<grid_for((size_t)rows, 8), 256, 0, st>>>((T *)dx, (const T *)dy, (const T *)y, rstd,
                                                                           rows, dim, ld);

@@ -27,8 +27,50 @@ __global__ void rope_kernel(T *qkv, const float *cs, const float *sn, int B, int
     }
 }
 
+/* 16 bytes of the first half and the matching 16 of the second half of one head per thread:
+ * pairs (j, j + hd/2) for j in a run of vn<T>::N. */
+template <typename T>
+__global__ void rope16_kernel(T *qkv, const float *cs, const float *sn, int B, int T_, int H, int hd, int transpose) {
+    const int N = vn<T>::N;
+    int h2 = hd / 2, per = h2 / N;
+    size_t n = (size_t)B * T_ * 2 * H * per;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        int j0 = (int)(i % per) * N;
+        size_t k = i / per;
+        int head = (int)(k % (2 * H));
+        size_t row = k / (2 * H);
+        int t = (int)(row % T_);
+        T *x = qkv + row * 3 * H * hd + (size_t)head * hd;
+        const float *c = cs + (size_t)t * hd, *s = sn + (size_t)t * hd;
+        float a[N], b[N];
+        ld16(a, x + j0);
+        ld16(b, x + j0 + h2);
+#pragma unroll
+        for (int e = 0; e < N; e++) {
+            int j = j0 + e;
+            float u = a[e], v = b[e];
+            if (transpose) {
+                a[e] = u * c[j] + v * s[j + h2];
+                b[e] = v * c[j + h2] - u * s[j];
+            } else {
+                a[e] = u * c[j] - v * s[j];
+                b[e] = v * c[j + h2] + u * s[j + h2];
+            }
+        }
+        st16(x + j0, a);
+        st16(x + j0 + h2, b);
+    }
+}
+
 void k_rope(cudaStream_t st, int dt, void *qkv, const float *cos, const float *sin, int B, int Tn, int H, int hd,
             int transpose) {
     size_t n = (size_t)B * Tn * 2 * H * (hd / 2);
-    if (n) ACT_DISPATCH(dt, rope_kernel<T><<<grid_for(n, 256), 256, 0, st>>>((T *)qkv, cos, sin, B, Tn, H, hd, transpose));
+    if (!n) return;
+    ACT_DISPATCH(dt, {
+        const int N = vn<T>::N;
+        if ((hd / 2) % N == 0 && aligned16(qkv))
+            rope16_kernel<T><<<grid_for(n / N, 256), 256, 0, st>>>((T *)qkv, cos, sin, B, Tn, H, hd, transpose);
+        else
+            rope_kernel<T><<<grid_for(n, 256), 256, 0, st>>>((T *)qkv, cos, sin, B, Tn, H, hd, transpose);
+    });
 }

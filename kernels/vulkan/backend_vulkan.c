@@ -290,21 +290,23 @@ static void mps_rmsnorm_bwd(trm_backend *b, void *dx, const void *dy, const void
 typedef struct {
     uint64_t out, gu, dout;
     uint32_t rows, I;
+    uint64_t act;
 } swiglu_pc;
 
 static void mps_swiglu_fwd(trm_backend *b, void *out, const void *gu, int rows, int I) {
     if (rows <= 0 || I <= 0) return;
     u32((size_t)rows * 2 * I, "swiglu");
-    swiglu_pc pc = {A(out), A(gu), 0, (uint32_t)rows, (uint32_t)I};
+    swiglu_pc pc = {A(out), A(gu), 0, (uint32_t)rows, (uint32_t)I, 0};
     rd(b, gu, (size_t)rows * 2 * I), wr(b, out, (size_t)rows * I);
     run1d(b, K_SWIGLU, 0, &pc, sizeof pc, (size_t)rows * I);
 }
 
-static void mps_swiglu_bwd(trm_backend *b, void *dgu, const void *dout, const void *gu, int rows, int I) {
+static void mps_swiglu_bwd(trm_backend *b, void *dgu, void *act, const void *dout, const void *gu, int rows, int I) {
     if (rows <= 0 || I <= 0) return;
     u32((size_t)rows * 2 * I, "swiglu");
-    swiglu_pc pc = {A(dgu), A(gu), A(dout), (uint32_t)rows, (uint32_t)I};
+    swiglu_pc pc = {A(dgu), A(gu), A(dout), (uint32_t)rows, (uint32_t)I, A(act)};
     rd(b, gu, (size_t)rows * 2 * I), rd(b, dout, (size_t)rows * I), wr(b, dgu, (size_t)rows * 2 * I);
+    if (act) wr(b, act, (size_t)rows * I);
     run1d(b, K_SWIGLU, 1, &pc, sizeof pc, (size_t)rows * I);
 }
 

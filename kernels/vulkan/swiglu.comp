@@ -12,10 +12,12 @@ layout(push_constant) uniform pc_t {
     uvec2 gu;
     uvec2 dout;  // bwd only
     uint rows, I;
+    uvec2 act;   // bwd: silu(g)·u written too (may be null)
 } pc;
 
 void main() {
-    f32_ref o = f32_ref(pc.out_), gu = f32_ref(pc.gu), d = f32_ref(pc.dout);
+    f32_ref o = f32_ref(pc.out_), gu = f32_ref(pc.gu), d = f32_ref(pc.dout), a = f32_ref(pc.act);
+    bool has_act = !is_null(pc.act);
     uint I = pc.I;
     FOR_EACH(i, pc.rows * I) {
         uint r = i / I, c = i % I, gi = r * 2u * I + c;
@@ -27,6 +29,7 @@ void main() {
             float sig = 1.0 / e, di = d.v[i];
             o.v[gi] = di * u * sig * (1.0 + g * (1.0 - sig));
             o.v[gi + I] = di * (g / e);
+            if (has_act) a.v[i] = g / e * u;
         }
     }
 }
