@@ -1295,6 +1295,64 @@ START_TEST(test_graph_replay) {
 }
 END_TEST
 
+/* ---- the fused gate/up product + SwiGLU ----------------------------------------------------- */
+
+/* Where the device has one: against the cpu's gemm and swiglu_fwd on the same rounded inputs;
+ * rows and columns past a tile, short K, strided x and W (their pads past K random: only K
+ * columns may be read into the sums); gu written only when asked for. */
+START_TEST(test_gate_up_swiglu) {
+    pair p = open_pair();
+    if (!p.dev->gate_up_swiglu) {
+        printf("test_backend_parity: %s has no fused gate/up + SwiGLU\n", p.dev->name);
+    } else if (bf16_acts(&p)) {
+        tr_rng r = {23};
+        int cases[][5] = {{300, 96, 104, 104, 104}, {128, 64, 16, 24, 16}, {77, 512, 104, 112, 104}, {1, 8, 8, 8, 8}};
+        for (int k = 0; k < 8; k++) {
+            int rows = cases[k / 2][0], I = cases[k / 2][1], K = cases[k / 2][2], ldx = cases[k / 2][3];
+            int ldw = cases[k / 2][4], keep = k % 2;
+            size_t nx = (size_t)rows * ldx, nw = (size_t)2 * I * ldw, na = (size_t)rows * I, ng = 2 * na;
+            float *x = frand(&r, nx, -1, 1), *w = frand(&r, nw, -0.3, 0.3);
+            round_bf16(x, nx), round_bf16(w, nw);
+            float *gref = malloc(ng * sizeof(float)), *aref = malloc(na * sizeof(float));
+            dmem mr = {.b = p.ref};
+            void *dg = nan_act(&mr, ng), *da = nan_act(&mr, na);
+            p.ref->gemm(p.ref, TR_F32x3, 0, 1, rows, 2 * I, K, 1.0f, upa(&mr, x, nx), ldx, 0, upa(&mr, w, nw), ldw, 0,
+                        0.0f, dg, 2 * I, 0, 1);
+            p.ref->swiglu_fwd(p.ref, da, dg, rows, I);
+            downa(&mr, gref, dg, ng), downa(&mr, aref, da, na);
+            dm_free(&mr);
+            float *gdev = malloc(ng * sizeof(float)), *adev = malloc(na * sizeof(float));
+            dmem md = {.b = p.dev};
+            void *eg = nan_act(&md, ng), *ea = nan_act(&md, na);
+            int done = p.dev->gate_up_swiglu(p.dev, ea, keep ? eg : NULL, upa(&md, x, nx), ldx, upa(&md, w, nw), ldw,
+                                             TRM_BF16, rows, I, K);
+            ck_assert_msg(done, "gate_up_swiglu did not take rows %d I %d K %d", rows, I, K);
+            downa(&md, gdev, eg, ng), downa(&md, adev, ea, na);
+            char what[96];
+            snprintf(what, sizeof what, "gate_up_swiglu rows=%d I=%d K=%d keep=%d", rows, I, K, keep);
+            expect_rel(what, adev, aref, na, TOL_ACT16);
+            if (keep)
+                expect_rel(what, gdev, gref, ng, TOL_ACT16);
+            else
+                for (size_t i = 0; i < ng; i++) ck_assert_msg(isnan(gdev[i]), "%s: gu written at %zu", what, i);
+            dm_free(&md);
+            free(x), free(w), free(gref), free(aref), free(gdev), free(adev);
+        }
+        /* a shape it does not take is left to the caller, nothing written */
+        dmem md = {.b = p.dev};
+        float *x = frand(&r, 16 * 136, -1, 1), *w = frand(&r, 16 * 136, -1, 1), *a = malloc(8 * 8 * sizeof(float));
+        void *ea = nan_act(&md, 64);
+        ck_assert(!p.dev->gate_up_swiglu(p.dev, ea, NULL, upa(&md, x, 16 * 136), 136, upa(&md, w, 16 * 136), 136,
+                                         TRM_BF16, 8, 8, 136));
+        downa(&md, a, ea, 64);
+        for (int i = 0; i < 64; i++) ck_assert(isnan(a[i]));
+        dm_free(&md);
+        free(x), free(w), free(a);
+    }
+    close_pair(&p);
+}
+END_TEST
+
 /* ---- every op on activations again, the device in bf16-activation mode --------------------- */
 
 START_TEST(test_bf16_elementwise) {
@@ -1359,6 +1417,7 @@ static Suite *parity_suite(void) {
     tcase_add_test(t16, test_bf16_rmsnorm_swiglu_rope);
     tcase_add_test(t16, test_attention_bf16);
     tcase_add_test(t16, test_bf16_embed_act_reset);
+    tcase_add_test(t16, test_gate_up_swiglu);
     suite_add_tcase(s, t16);
     return s;
 }

@@ -138,6 +138,13 @@ struct trm_backend {
     /* dgu from dout; out (may be NULL) gets the forward's silu(g)·u again in the same pass (the
      * backward recomputes it rather than keep it, and the weight gradient after it reads it). */
     void (*swiglu_bwd)(trm_backend *b, void *dgu, void *out, const void *dout, const void *gu, int rows, int I);
+    /* Optional (NULL where the backend has none): act (rows × I) = SwiGLU(x·Wᵀ) for x (rows × K,
+     * rows ldx apart) and the gate/up weight W (2I × K, rows ldw apart, type wdt) in one pass,
+     * writing the product x·Wᵀ to gu (rows × 2I) only when gu is not NULL (the backward's
+     * input). Returns 0, having done nothing, where it does not fuse this shape or these types;
+     * the caller then runs gemm and swiglu_fwd. */
+    int (*gate_up_swiglu)(trm_backend *b, void *act, void *gu, const void *x, int ldx, const void *W, int ldw,
+                          int wdt, int rows, int I, int K);
     /* qkv: (B,T,3H,hd); rotates q and k heads in place with fp32 cos/sin tables (T×hd). */
     void (*rope_fwd)(trm_backend *b, void *qkv, const float *cos, const float *sin, int B, int T,
                      int H, int hd);

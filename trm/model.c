@@ -684,6 +684,18 @@ static void linear_bwd(trm_model *m, void *dx, int idx, const void *dy, const vo
     linear_bwd_x(m, dx, idx, dy, rows, in, out, accumulate);
 }
 
+/* act = SwiGLU(x·Wᵀ) for the gate/up weight idx (2I × K); gu gets x·Wᵀ, which only the
+ * backward reads: a backend that fuses the pair skips writing it for an unsaved call. */
+static void gate_up_fwd(trm_model *m, void *act, void *gu, int keep, const void *x, int ldx, const void *w, int idx,
+                        int rows, int I, int K) {
+    trm_backend *be = m->be;
+    if (be->gate_up_swiglu &&
+        be->gate_up_swiglu(be, act, keep ? gu : NULL, x, ldx, W_(m, w, idx), WLD(m, idx), m->wdt, rows, I, K))
+        return;
+    be->gemm(be, dt_awa(m), 0, 1, rows, 2 * I, K, 1.0f, x, ldx, 0, W_(m, w, idx), WLD(m, idx), 0, 0.0f, gu, 2 * I, 0, 1);
+    be->swiglu_fwd(be, act, gu, rows, I);
+}
+
 static void mixer_attn_fwd(trm_model *m, const void *w, int l, trm_block_acts *k) {
     trm_backend *be = m->be;
     int R = m->B * m->T, D = m->D, A = m->A;
@@ -714,13 +726,11 @@ static void mixer_attn_bwd(trm_model *m, int l, trm_block_acts *k, const void *d
  * tmpT = actt·W_downᵀ, y1T = rms(inT + tmpT) over the T values, y1 = y1ᵀ. Rows of Tp keep
  * every operand aligned; with padded weights (m->Tk = Tp) the products run over Tp, the zero
  * pads adding nothing. */
-static void mixer_mlpt_fwd(trm_model *m, const void *w, int l, trm_block_acts *k) {
+static void mixer_mlpt_fwd(trm_model *m, const void *w, int l, trm_block_acts *k, int save) {
     trm_backend *be = m->be;
     int RT = m->B * m->D, T = m->T, Tp = m->Tp, Tk = m->Tk, gu = m->p_layer[l][0], dn = m->p_layer[l][1];
     be->transpose(be, k->inT, Tp, k->in, m->D, m->B, T, m->D);
-    be->gemm(be, dt_awa(m), 0, 1, RT, 2 * m->It, Tk, 1.0f, k->inT, Tp, 0, W_(m, w, gu), WLD(m, gu), 0, 0.0f, k->gut,
-             2 * m->It, 0, 1);
-    be->swiglu_fwd(be, k->actt, k->gut, RT, m->It);
+    gate_up_fwd(m, k->actt, k->gut, save, k->inT, Tp, w, gu, RT, m->It, Tk);
     be->gemm(be, dt_awa(m), 0, 1, RT, Tk, m->It, 1.0f, k->actt, m->It, 0, W_(m, w, dn), WLD(m, dn), 0, 0.0f,
              m->tmp_rows, Tp, 0, 1);
     be->rmsnorm_fwd(be, k->y1T, k->rstd1, k->inT, m->tmp_rows, RT, T, Tp, (float)m->cfg.rms_norm_eps);
@@ -747,15 +757,15 @@ static void mixer_mlpt_bwd(trm_model *m, int l, trm_block_acts *k, const void *d
     be->transpose(be, d_in, m->D, w2, Tp, m->B, m->D, T);
 }
 
-static void block_fwd(trm_model *m, const void *w, int l, trm_block_acts *k) {
+/* save: the call's activations are kept for the backward */
+static void block_fwd(trm_model *m, const void *w, int l, trm_block_acts *k, int save) {
     trm_backend *be = m->be;
     int R = m->B * m->T, D = m->D;
     if (m->cfg.mlp_t)
-        mixer_mlpt_fwd(m, w, l, k);
+        mixer_mlpt_fwd(m, w, l, k, save);
     else
         mixer_attn_fwd(m, w, l, k);
-    linear_fwd(m, k->gu, k->y1, w, m->p_layer[l][2], R, D, 2 * m->I);
-    be->swiglu_fwd(be, k->act, k->gu, R, m->I);
+    gate_up_fwd(m, k->act, k->gu, save, k->y1, D, w, m->p_layer[l][2], R, m->I, D);
     linear_fwd(m, m->tmp_rows, k->act, w, m->p_layer[l][3], R, m->I, D);
     be->rmsnorm_fwd(be, k->y2, k->rstd2, k->y1, m->tmp_rows, R, D, D, (float)m->cfg.rms_norm_eps);
 }
@@ -802,7 +812,7 @@ const void *trm_net_fwd(trm_model *m, const void *w, int level, const void *cons
     for (int j = 0; j < m->level_layers[level]; j++) {
         trm_block_acts *k = save ? &a->blk[j] : &a->blk[j % 2];
         k->in = cur;
-        block_fwd(m, w, m->level_first[level] + j, k);
+        block_fwd(m, w, m->level_first[level] + j, k, save != NULL);
         cur = k->y2;
     }
     return cur;

@@ -256,6 +256,7 @@ __global__ void __launch_bounds__(32 * FA_FWD_WARPS) flash_fwd_kernel(bf16 *out,
     const int rows = FA_FWD_WARPS * 16 * FA_MT;
     int h = blockIdx.y, b = blockIdx.z, w = threadIdx.x >> 5, q0 = blockIdx.x * rows;
     int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    bool live = q0 + w * 16 * FA_MT < T; /* the last block's warps past T skip the arithmetic */
     size_t ld = (size_t)3 * H * FA_D;
     const bf16 *Q = q16 + (size_t)b * T * ld + h * FA_D, *K = Q + H * FA_D, *V = Q + 2 * H * FA_D;
     bf16 *sQ = &sK[0][0]; /* 128 rows over both K stages, before the stream starts */
@@ -288,6 +289,10 @@ __global__ void __launch_bounds__(32 * FA_FWD_WARPS) flash_fwd_kernel(bf16 *out,
             fa_wait<0>();
         }
         __syncthreads();
+        if (!live) { /* all its rows past T: it only helps load the tiles */
+            __syncthreads();
+            continue;
+        }
         float s[FA_MT][8][4];
 #pragma unroll
         for (int mt = 0; mt < FA_MT; mt++) fa_zero(s[mt]);
@@ -302,14 +307,21 @@ __global__ void __launch_bounds__(32 * FA_FWD_WARPS) flash_fwd_kernel(bf16 *out,
 #pragma unroll
                     for (int e = 0; e < 4; e++)
                         if (k0 + j * 8 + 2 * t + (e & 1) >= T) s[mt][j][e] = -INFINITY;
+        /* reductions as trees and sums split four ways: short dependency chains, which is what
+         * two warps per scheduler need (the kernel is latency-bound, not pipe-bound) */
 #pragma unroll
         for (int mt = 0; mt < FA_MT; mt++) {
-            float mx0 = m[mt][0], mx1 = m[mt][1];
+            float v0[8], v1[8];
 #pragma unroll
             for (int j = 0; j < 8; j++) {
-                mx0 = fmaxf(mx0, fmaxf(s[mt][j][0], s[mt][j][1]));
-                mx1 = fmaxf(mx1, fmaxf(s[mt][j][2], s[mt][j][3]));
+                v0[j] = fmaxf(s[mt][j][0], s[mt][j][1]);
+                v1[j] = fmaxf(s[mt][j][2], s[mt][j][3]);
             }
+#pragma unroll
+            for (int w2 = 4; w2 > 0; w2 >>= 1)
+#pragma unroll
+                for (int j = 0; j < w2; j++) v0[j] = fmaxf(v0[j], v0[j + w2]), v1[j] = fmaxf(v1[j], v1[j + w2]);
+            float mx0 = fmaxf(m[mt][0], v0[0]), mx1 = fmaxf(m[mt][1], v1[0]);
             for (int x = 1; x < 4; x <<= 1) {
                 mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
                 mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
@@ -318,14 +330,16 @@ __global__ void __launch_bounds__(32 * FA_FWD_WARPS) flash_fwd_kernel(bf16 *out,
             float c0 = ex2((m[mt][0] - mx0) * sl2), c1 = ex2((m[mt][1] - mx1) * sl2);
             m[mt][0] = mx0, m[mt][1] = mx1;
             float b0 = -mx0 * sl2, b1 = -mx1 * sl2;
-            l[mt][0] *= c0, l[mt][1] *= c1;
+            float a0[4] = {0.f, 0.f, 0.f, 0.f}, a1[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
             for (int j = 0; j < 8; j++) {
                 s[mt][j][0] = ex2(fmaf(s[mt][j][0], sl2, b0)), s[mt][j][1] = ex2(fmaf(s[mt][j][1], sl2, b0));
                 s[mt][j][2] = ex2(fmaf(s[mt][j][2], sl2, b1)), s[mt][j][3] = ex2(fmaf(s[mt][j][3], sl2, b1));
-                l[mt][0] += s[mt][j][0] + s[mt][j][1], l[mt][1] += s[mt][j][2] + s[mt][j][3];
+                a0[j & 3] += s[mt][j][0] + s[mt][j][1], a1[j & 3] += s[mt][j][2] + s[mt][j][3];
                 o[mt][j][0] *= c0, o[mt][j][1] *= c0, o[mt][j][2] *= c1, o[mt][j][3] *= c1;
             }
+            l[mt][0] = l[mt][0] * c0 + ((a0[0] + a0[1]) + (a0[2] + a0[3]));
+            l[mt][1] = l[mt][1] * c1 + ((a1[0] + a1[1]) + (a1[2] + a1[3]));
         }
         fa_mma_pn2(o, s, sV[st]);
         __syncthreads(); /* this stage is refilled next iteration */
@@ -348,29 +362,80 @@ __global__ void __launch_bounds__(32 * FA_FWD_WARPS) flash_fwd_kernel(bf16 *out,
     }
 }
 
-/* dK and dV of 64 keys (4 warps), over every query tile. q16: bf16 qkv; o16: bf16 dO. */
+/* ---- backward: two passes without atomics, each warp owning two 16-row tiles (32 keys, or 32
+ * queries), the streamed 64-row tiles taken 16 rows at a time: a K/Q/V/dO fragment read from
+ * shared memory feeds four products. */
+#define FB_ROWS (4 * 16 * FA_MT) /* 128 keys or queries a block of 4 warps */
+
+/* acc[mt] (16 × 16) += A[mt] (16 × 64) · tile[row0, row0 + 16)ᵀ */
+__device__ __forceinline__ void fb_mma_nt16(float acc[FA_MT][2][4], const uint32_t a[FA_MT][4][4], const bf16 *tile,
+                                            int row0) {
+    int l = threadIdx.x & 31, m = l >> 3;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        uint32_t b[4];
+        ldsm4(b, tile + (row0 + (m >> 1) * 8 + (l & 7)) * FA_LD + kk * 16 + (m & 1) * 8);
+#pragma unroll
+        for (int mt = 0; mt < FA_MT; mt++) {
+            mma16816(acc[mt][0], a[mt][kk], b[0], b[1]);
+            mma16816(acc[mt][1], a[mt][kk], b[2], b[3]);
+        }
+    }
+}
+
+/* acc[mt] (16 × 64) += P[mt] (16 × 16, C fragments) · tile[row0, row0 + 16) (rows = the k index) */
+__device__ __forceinline__ void fb_mma_pn16(float acc[FA_MT][8][4], const float p[FA_MT][2][4], const bf16 *tile,
+                                            int row0) {
+    int l = threadIdx.x & 31, m = l >> 3;
+    uint32_t a[FA_MT][4];
+#pragma unroll
+    for (int mt = 0; mt < FA_MT; mt++) {
+        a[mt][0] = pack_bf16(p[mt][0][0], p[mt][0][1]);
+        a[mt][1] = pack_bf16(p[mt][0][2], p[mt][0][3]);
+        a[mt][2] = pack_bf16(p[mt][1][0], p[mt][1][1]);
+        a[mt][3] = pack_bf16(p[mt][1][2], p[mt][1][3]);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j += 2) {
+        uint32_t b[4];
+        ldsm4t(b, tile + (row0 + (m & 1) * 8 + (l & 7)) * FA_LD + (j + (m >> 1)) * 8);
+#pragma unroll
+        for (int mt = 0; mt < FA_MT; mt++) {
+            mma16816(acc[mt][j], a[mt], b[0], b[1]);
+            mma16816(acc[mt][j + 1], a[mt], b[2], b[3]);
+        }
+    }
+}
+
+/* dK and dV of 128 keys, over every query tile. q16: bf16 qkv; o16: bf16 dO. */
 __global__ void __launch_bounds__(128) flash_bwd_kv_kernel(bf16 *dqkv, const bf16 *q16, const bf16 *o16,
                                                            const float *lse, const float *dr, int T, int H,
                                                            float sl2, float scale) {
     __shared__ __align__(16) bf16 sQ[2][FA_TILE], sO[2][FA_TILE];
     __shared__ float sL[2][FA_T], sDr[2][FA_T];
-    int h = blockIdx.y, b = blockIdx.z, k0 = blockIdx.x * FA_T, w = threadIdx.x >> 5;
+    int h = blockIdx.y, b = blockIdx.z, k0 = blockIdx.x * FB_ROWS, w = threadIdx.x >> 5;
     int t = threadIdx.x & 3;
+    bool live = k0 + w * 32 < T; /* the last block's warps past T skip the arithmetic */
     size_t ld = (size_t)3 * H * FA_D, ldo = (size_t)H * FA_D;
     const bf16 *Q = q16 + (size_t)b * T * ld + h * FA_D, *K = Q + H * FA_D, *V = Q + 2 * H * FA_D;
     const bf16 *dO = o16 + (size_t)b * T * ldo + h * FA_D;
     const float *Lr = lse + ((size_t)b * H + h) * T, *Dr = dr + ((size_t)b * H + h) * T;
-    fa_fetch(sQ[0], K, ld, k0, FA_T, T);
-    fa_fetch(sO[0], V, ld, k0, FA_T, T);
+    /* the block's 128 K rows over both sQ stages, its V rows over both sO stages */
+    fa_fetch(&sQ[0][0], K, ld, k0, FB_ROWS, T);
+    fa_fetch(&sO[0][0], V, ld, k0, FB_ROWS, T);
     fa_commit();
     fa_wait<0>();
     __syncthreads();
-    uint32_t ka[4][4], va[4][4];
-    fa_afrag(ka, sQ[0], w * 16);
-    fa_afrag(va, sO[0], w * 16);
+    uint32_t ka[FA_MT][4][4], va[FA_MT][4][4];
+#pragma unroll
+    for (int mt = 0; mt < FA_MT; mt++) {
+        fa_afrag(ka[mt], &sQ[0][0], w * 32 + mt * 16);
+        fa_afrag(va[mt], &sO[0][0], w * 32 + mt * 16);
+    }
     __syncthreads();
-    float dk[8][4], dv[8][4];
-    fa_zero(dk), fa_zero(dv);
+    float dk[FA_MT][8][4], dv[FA_MT][8][4];
+#pragma unroll
+    for (int mt = 0; mt < FA_MT; mt++) fa_zero(dk[mt]), fa_zero(dv[mt]);
     int n = (T + FA_T - 1) / FA_T;
     for (int it = -1; it < n; it++) {
         int st = it & 1;
@@ -390,53 +455,72 @@ __global__ void __launch_bounds__(128) flash_bwd_kv_kernel(bf16 *dqkv, const bf1
         else
             fa_wait<0>();
         __syncthreads();
-        float p[8][4], dp[8][4];
-        fa_zero(p), fa_zero(dp);
-        fa_mma_nt(p, ka, sQ[st]);  /* Sᵀ: keys × queries */
-        fa_mma_nt(dp, va, sO[st]); /* dPᵀ = V·dOᵀ */
+#pragma unroll 1
+        for (int sub = 0; live && sub < FA_T && it * FA_T + sub < T; sub += 16) {
+            float p[FA_MT][2][4], dp[FA_MT][2][4];
 #pragma unroll
-        for (int j = 0; j < 8; j++)
+            for (int mt = 0; mt < FA_MT; mt++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int q = j * 8 + 2 * t + (e & 1);
-                p[j][e] = exp2f(p[j][e] * sl2 - sL[st][q]);
-                dp[j][e] = p[j][e] * (dp[j][e] - sDr[st][q]);
-            }
-        fa_mma_pn(dv, p, sO[st]);  /* dV += Pᵀ·dO */
-        fa_mma_pn(dk, dp, sQ[st]); /* dK += dSᵀ·Q */
+                for (int j = 0; j < 2; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) p[mt][j][e] = dp[mt][j][e] = 0.f;
+            fb_mma_nt16(p, ka, sQ[st], sub);  /* Sᵀ: keys × 16 queries */
+            fb_mma_nt16(dp, va, sO[st], sub); /* dPᵀ = V·dOᵀ */
+#pragma unroll
+            for (int mt = 0; mt < FA_MT; mt++)
+#pragma unroll
+                for (int j = 0; j < 2; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        int q = sub + j * 8 + 2 * t + (e & 1);
+                        p[mt][j][e] = ex2(fmaf(p[mt][j][e], sl2, -sL[st][q]));
+                        dp[mt][j][e] = p[mt][j][e] * (dp[mt][j][e] - sDr[st][q]);
+                    }
+            fb_mma_pn16(dv, p, sO[st], sub);  /* dV += Pᵀ·dO */
+            fb_mma_pn16(dk, dp, sQ[st], sub); /* dK += dSᵀ·Q */
+        }
         __syncthreads();
     }
-    int r0 = k0 + w * 16;
-    if (r0 >= T) return;
-    fa_store(dqkv + (size_t)b * T * ld + (H + h) * FA_D, ld, r0, T, dk, scale, scale);
-    fa_store(dqkv + (size_t)b * T * ld + (2 * H + h) * FA_D, ld, r0, T, dv, 1.f, 1.f);
+#pragma unroll
+    for (int mt = 0; mt < FA_MT; mt++) {
+        int r0 = k0 + w * 32 + mt * 16;
+        if (r0 >= T) continue;
+        fa_store(dqkv + (size_t)b * T * ld + (H + h) * FA_D, ld, r0, T, dk[mt], scale, scale);
+        fa_store(dqkv + (size_t)b * T * ld + (2 * H + h) * FA_D, ld, r0, T, dv[mt], 1.f, 1.f);
+    }
 }
 
-/* dQ of 64 queries (4 warps), over every key tile. */
+/* dQ of 128 queries, over every key tile. */
 __global__ void __launch_bounds__(128) flash_bwd_q_kernel(bf16 *dqkv, const bf16 *q16, const bf16 *o16,
                                                           const float *lse, const float *dr, int T, int H,
                                                           float sl2, float scale) {
     __shared__ __align__(16) bf16 sK[2][FA_TILE], sV[2][FA_TILE];
-    int h = blockIdx.y, b = blockIdx.z, q0 = blockIdx.x * FA_T, w = threadIdx.x >> 5;
+    int h = blockIdx.y, b = blockIdx.z, q0 = blockIdx.x * FB_ROWS, w = threadIdx.x >> 5;
     int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    bool live = q0 + w * 32 < T; /* the last block's warps past T skip the arithmetic */
     size_t ld = (size_t)3 * H * FA_D, ldo = (size_t)H * FA_D;
     const bf16 *Q = q16 + (size_t)b * T * ld + h * FA_D, *K = Q + H * FA_D, *V = Q + 2 * H * FA_D;
     const bf16 *dO = o16 + (size_t)b * T * ldo + h * FA_D;
     const float *Lr = lse + ((size_t)b * H + h) * T, *Dr = dr + ((size_t)b * H + h) * T;
-    fa_fetch(sK[0], Q, ld, q0, FA_T, T);
-    fa_fetch(sV[0], dO, ldo, q0, FA_T, T);
+    fa_fetch(&sK[0][0], Q, ld, q0, FB_ROWS, T);
+    fa_fetch(&sV[0][0], dO, ldo, q0, FB_ROWS, T);
     fa_commit();
     fa_wait<0>();
     __syncthreads();
-    uint32_t qa[4][4], oa[4][4];
-    fa_afrag(qa, sK[0], w * 16);
-    fa_afrag(oa, sV[0], w * 16);
+    uint32_t qa[FA_MT][4][4], oa[FA_MT][4][4];
+    float Lq[FA_MT][2], Dq[FA_MT][2];
+#pragma unroll
+    for (int mt = 0; mt < FA_MT; mt++) {
+        fa_afrag(qa[mt], &sK[0][0], w * 32 + mt * 16);
+        fa_afrag(oa[mt], &sV[0][0], w * 32 + mt * 16);
+        int r = q0 + w * 32 + mt * 16 + g;
+        Lq[mt][0] = r < T ? Lr[r] * LOG2E : INFINITY, Lq[mt][1] = r + 8 < T ? Lr[r + 8] * LOG2E : INFINITY;
+        Dq[mt][0] = r < T ? Dr[r] : 0.f, Dq[mt][1] = r + 8 < T ? Dr[r + 8] : 0.f;
+    }
     __syncthreads();
-    int r0 = q0 + w * 16;
-    float L0 = r0 + g < T ? Lr[r0 + g] * LOG2E : INFINITY, L1 = r0 + g + 8 < T ? Lr[r0 + g + 8] * LOG2E : INFINITY;
-    float D0 = r0 + g < T ? Dr[r0 + g] : 0.f, D1 = r0 + g + 8 < T ? Dr[r0 + g + 8] : 0.f;
-    float dq[8][4];
-    fa_zero(dq);
+    float dq[FA_MT][8][4];
+#pragma unroll
+    for (int mt = 0; mt < FA_MT; mt++) fa_zero(dq[mt]);
     int n = (T + FA_T - 1) / FA_T;
     fa_fetch(sK[0], K, ld, 0, FA_T, T);
     fa_fetch(sV[0], V, ld, 0, FA_T, T);
@@ -452,23 +536,37 @@ __global__ void __launch_bounds__(128) flash_bwd_q_kernel(bf16 *dqkv, const bf16
             fa_wait<0>();
         }
         __syncthreads();
-        float p[8][4], dp[8][4];
-        fa_zero(p), fa_zero(dp);
-        fa_mma_nt(p, qa, sK[st]);  /* S */
-        fa_mma_nt(dp, oa, sV[st]); /* dP = dO·Vᵀ */
+#pragma unroll 1
+        for (int sub = 0; live && sub < FA_T && k0 + sub < T; sub += 16) {
+            float p[FA_MT][2][4], dp[FA_MT][2][4];
 #pragma unroll
-        for (int j = 0; j < 8; j++)
+            for (int mt = 0; mt < FA_MT; mt++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int key = k0 + j * 8 + 2 * t + (e & 1);
-                float pe = key < T ? exp2f(p[j][e] * sl2 - (e < 2 ? L0 : L1)) : 0.f;
-                dp[j][e] = pe * (dp[j][e] - (e < 2 ? D0 : D1));
-            }
-        fa_mma_pn(dq, dp, sK[st]); /* dQ += dS·K */
+                for (int j = 0; j < 2; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) p[mt][j][e] = dp[mt][j][e] = 0.f;
+            fb_mma_nt16(p, qa, sK[st], sub);  /* S: queries × 16 keys */
+            fb_mma_nt16(dp, oa, sV[st], sub); /* dP = dO·Vᵀ */
+#pragma unroll
+            for (int mt = 0; mt < FA_MT; mt++)
+#pragma unroll
+                for (int j = 0; j < 2; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        int key = k0 + sub + j * 8 + 2 * t + (e & 1);
+                        float pe = key < T ? ex2(fmaf(p[mt][j][e], sl2, -Lq[mt][e >> 1])) : 0.f;
+                        dp[mt][j][e] = pe * (dp[mt][j][e] - Dq[mt][e >> 1]);
+                    }
+            fb_mma_pn16(dq, dp, sK[st], sub); /* dQ += dS·K */
+        }
         __syncthreads();
     }
-    if (r0 >= T) return;
-    fa_store(dqkv + (size_t)b * T * ld + h * FA_D, ld, r0, T, dq, scale, scale);
+#pragma unroll
+    for (int mt = 0; mt < FA_MT; mt++) {
+        int r0 = q0 + w * 32 + mt * 16;
+        if (r0 >= T) continue;
+        fa_store(dqkv + (size_t)b * T * ld + h * FA_D, ld, r0, T, dq[mt], scale, scale);
+    }
 }
 
 int k_flash_ok(const void *a, const void *b, int hd) {
@@ -483,7 +581,7 @@ void k_flash_fwd(cudaStream_t st, void *out, float *lse, const void *qkv, int B,
 
 void k_flash_bwd(cudaStream_t st, void *dqkv, const void *dout, const void *qkv, const float *lse, const float *dr,
                  int B, int T, int H) {
-    dim3 grid((unsigned)((T + FA_T - 1) / FA_T), (unsigned)H, (unsigned)B);
+    dim3 grid((unsigned)((T + FB_ROWS - 1) / FB_ROWS), (unsigned)H, (unsigned)B);
     float scale = 1.0f / sqrtf((float)FA_D);
     const bf16 *q = (const bf16 *)qkv, *o = (const bf16 *)dout;
     flash_bwd_kv_kernel<<<grid, 128, 0, st>>>((bf16 *)dqkv, q, o, lse, dr, T, H, scale * LOG2E, scale);

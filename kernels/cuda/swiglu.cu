@@ -91,3 +91,132 @@ void k_swiglu_bwd(cudaStream_t st, int dt, void *dgu, void *out, const void *dou
                                                                    rows, I);
     });
 }
+
+/* ---- gate/up product and SwiGLU in one kernel, for short products (K ≤ 128: mlp_t's token
+ * mixer, K = Tp) --------------------------------------------------------------------------
+ * act (rows × I) = silu(x·W_gᵀ)·(x·W_uᵀ) with W = [W_g; W_u] (2I × K), bf16 activations and
+ * weights, fp32 sums on tensor cores (mma.sync m16n8k16). The (rows × 2I) product never
+ * reaches memory unless the backward needs it (keep_gu). A block owns 128 rows and 64 output
+ * columns: the x rows and the 64 gate plus 64 up weight rows it needs fit in shared memory
+ * whole, so there is no loop over K tiles; 8 warps of 32 rows × 32 columns. The gate and up
+ * sums are rounded to bf16 before the SwiGLU, as the unfused path (and the reference) stores
+ * them. */
+#define GU_BM 128
+#define GU_BN 64
+#define GU_KMAX 128
+#define GU_LD (GU_KMAX + 8) /* padded rows: conflict-free ldmatrix */
+
+__device__ __forceinline__ void gu_ldsm4(uint32_t r[4], const bf16 *p) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+__device__ __forceinline__ void gu_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                 "{%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+/* nrows rows of k16 (K rounded up to 16) bf16 into a padded tile; past `valid` rows or K
+ * columns, zeros */
+__device__ __forceinline__ void gu_fetch(bf16 *tile, const bf16 *src, size_t ld, int nrows, int valid, int K, int k16) {
+    int chunks = k16 / 8;
+    for (int i = threadIdx.x; i < nrows * chunks; i += blockDim.x) {
+        int r = i / chunks, c = (i % chunks) * 8;
+        int ok = r < valid && c < K;
+        const bf16 *g = src + (ok ? (size_t)r * ld + c : 0);
+        uint32_t d = (uint32_t)__cvta_generic_to_shared(tile + r * GU_LD + c);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(g), "r"(ok ? 16 : 0));
+    }
+}
+
+__global__ void __launch_bounds__(256) gate_up_swiglu_kernel(bf16 *act, bf16 *gu, const bf16 *x, int ldx,
+                                                             const bf16 *w, int ldw, int rows, int I, int K) {
+    extern __shared__ __align__(16) bf16 smem[];
+    bf16 *sX = smem, *sW = smem + GU_BM * GU_LD; /* sW: 64 gate rows then 64 up rows */
+    int n0 = blockIdx.x * GU_BN, r0 = blockIdx.y * GU_BM, k16 = (K + 15) / 16 * 16;
+    int nb = min(GU_BN, I - n0);
+    gu_fetch(sX, x + (size_t)r0 * ldx, ldx, GU_BM, rows - r0, K, k16);
+    gu_fetch(sW, w + (size_t)n0 * ldw, ldw, GU_BN, nb, K, k16);
+    gu_fetch(sW + GU_BN * GU_LD, w + (size_t)(I + n0) * ldw, ldw, GU_BN, nb, K, k16);
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n");
+    __syncthreads();
+    int warp = threadIdx.x >> 5, l = threadIdx.x & 31, mq = l >> 3;
+    int wm = (warp & 3) * 32, wn = (warp >> 2) * 32; /* the warp's rows and columns in the tile */
+    float ag[2][4][4], au[2][4][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) ag[mt][j][e] = au[mt][j][e] = 0.f;
+    for (int kk = 0; kk < k16 / 16; kk++) {
+        uint32_t a[2][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+            gu_ldsm4(a[mt], sX + (wm + mt * 16 + (l & 7) + (mq & 1) * 8) * GU_LD + kk * 16 + (mq >> 1) * 8);
+#pragma unroll
+        for (int half = 0; half < 2; half++) { /* gate rows, then up rows */
+            const bf16 *wt = sW + half * GU_BN * GU_LD;
+#pragma unroll
+            for (int j = 0; j < 4; j += 2) {
+                uint32_t b[4];
+                gu_ldsm4(b, wt + (wn + (j + (mq >> 1)) * 8 + (l & 7)) * GU_LD + kk * 16 + (mq & 1) * 8);
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++) {
+                    float(*acc)[4] = half ? au[mt] : ag[mt];
+                    gu_mma(acc[j], a[mt], b[0], b[1]);
+                    gu_mma(acc[j + 1], a[mt], b[2], b[3]);
+                }
+            }
+        }
+    }
+    /* the tiles go through shared memory (the operands are no longer needed there) so that
+     * every row leaves as 16-byte stores */
+    __syncthreads();
+    const int LT = GU_BN + 8;
+    bf16 *sA = smem, *sG = smem + GU_BM * LT, *sU = smem + 2 * GU_BM * LT;
+    int g = l >> 2, t = l & 3;
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int hr = 0; hr < 2; hr++) { /* rows g and g + 8 of the 16-row tile */
+                int r = wm + mt * 16 + g + hr * 8, c = wn + j * 8 + 2 * t;
+                __nv_bfloat162 gv = __floats2bfloat162_rn(ag[mt][j][2 * hr], ag[mt][j][2 * hr + 1]);
+                __nv_bfloat162 uv = __floats2bfloat162_rn(au[mt][j][2 * hr], au[mt][j][2 * hr + 1]);
+                float2 gf = __bfloat1622float2(gv), uf = __bfloat1622float2(uv);
+                *reinterpret_cast<__nv_bfloat162 *>(sA + r * LT + c) =
+                    __floats2bfloat162_rn(silu_f(gf.x) * uf.x, silu_f(gf.y) * uf.y);
+                *reinterpret_cast<__nv_bfloat162 *>(sG + r * LT + c) = gv;
+                *reinterpret_cast<__nv_bfloat162 *>(sU + r * LT + c) = uv;
+            }
+    __syncthreads();
+    for (int v = threadIdx.x; v < GU_BM * GU_BN / 8; v += blockDim.x) {
+        int r = v / (GU_BN / 8), c = (v % (GU_BN / 8)) * 8;
+        if (r0 + r >= rows || n0 + c >= I) continue;
+        size_t row = (size_t)(r0 + r);
+        *reinterpret_cast<uint4 *>(act + row * I + n0 + c) = *reinterpret_cast<const uint4 *>(sA + r * LT + c);
+        if (gu) {
+            *reinterpret_cast<uint4 *>(gu + row * 2 * I + n0 + c) = *reinterpret_cast<const uint4 *>(sG + r * LT + c);
+            *reinterpret_cast<uint4 *>(gu + row * 2 * I + I + n0 + c) = *reinterpret_cast<const uint4 *>(sU + r * LT + c);
+        }
+    }
+}
+
+int k_gate_up_swiglu(cudaStream_t st, void *act, void *gu, const void *x, int ldx, const void *w, int ldw, int rows,
+                     int I, int K) {
+    if (K > GU_KMAX || K % 8 || ldx % 8 || ldw % 8 || I % 8 || !aligned16(x) || !aligned16(w) || !aligned16(act) ||
+        (gu && !aligned16(gu)) || rows <= 0 || I <= 0)
+        return 0;
+    size_t smem = (size_t)(GU_BM + 2 * GU_BN) * GU_LD * sizeof(bf16); /* 68 KiB: past the default 48 */
+    if (cudaFuncSetAttribute(gate_up_swiglu_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    dim3 grid((unsigned)((I + GU_BN - 1) / GU_BN), (unsigned)((rows + GU_BM - 1) / GU_BM));
+    gate_up_swiglu_kernel<<<grid, 256, smem, st>>>((bf16 *)act, (bf16 *)gu, (const bf16 *)x, ldx, (const bf16 *)w,
+                                                   ldw, rows, I, K);
+    return 1;
+}
