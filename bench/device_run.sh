@@ -7,6 +7,7 @@
 #   bench    bench/gpu.sh, compile on (STEPS, WARMUP, CONFIGS as there)
 #   profile  TRM_PROFILE=1 per-op table of each config (op by op)
 #   check    bench/gpu_check.sh (compile on = off; 4x4 Sudoku cuda vs cpu)
+#   portable bench/portable_check.sh (a bf16 cuda checkpoint evaluated on cpu; cuda → cpu → cuda resume)
 # usage: bench/device_run.sh PKG_DIR STEP...
 set -uo pipefail
 PKG=$1
@@ -25,12 +26,16 @@ for step in "$@"; do
   case $step in
     parity) CK_FORK=yes TRM_TEST_BACKEND=cuda "$BIN/test_backend_parity" 2>&1 | tail -25 ;;
     golden)
-      CK_FORK=yes TRM_TEST_BACKEND=cuda TRM_GOLDEN_VERBOSE=1 "$BIN/test_golden" >/tmp/golden32.log 2>&1
-      echo "fp32: rc $?; worst: $(grep -o 'relative error [0-9.e+-]*' /tmp/golden32.log | sort -k3 -g | tail -1)"
-      tail -3 /tmp/golden32.log
-      CK_FORK=yes TRM_TEST_BACKEND=cuda TRM_TEST_BF16=1 TRM_GOLDEN_VERBOSE=1 "$BIN/test_golden" >/tmp/golden16.log 2>&1
-      echo "bf16: rc $?"
-      grep -E "agreement|Checks|Failure|failed" /tmp/golden16.log | tail -15 ;;
+      for dt in 32 16; do
+        [ $dt = 16 ] && export TRM_TEST_BF16=1
+        CK_FORK=yes TRM_TEST_BACKEND=cuda TRM_GOLDEN_VERBOSE=1 "$BIN/test_golden" >/tmp/golden$dt.log 2>&1
+        echo "golden $([ $dt = 16 ] && echo bf16 || echo fp32): rc $?; $(tail -1 /tmp/golden$dt.log)"
+        echo "  worst relative errors:"; awk '/ \[[0-9]+\] / {print "   ", $2, $1}' /tmp/golden$dt.log | sort -g -k1 | tail -3
+        grep -E ":[FE]:" /tmp/golden$dt.log | cut -c1-200
+        [ $dt = 16 ] && { echo "  lowest agreement:"; grep agreement /tmp/golden16.log | sort -t'(' -k2 -g | head -2; }
+      done
+      unset TRM_TEST_BF16 ;;
+    portable) bash bench/portable_check.sh "$BIN/trm" /tmp/trm-portable ;;
     shapes) "$BIN/bench_cublaslt" 768 97 512 1536; "$BIN/bench_cublaslt" 192 916 512 1536 | head -12 ;;
     bench) COMPILE=${COMPILE:-true} bash bench/gpu.sh "$BIN/trm" ${CONFIGS:-} ;;
     profile)

@@ -17,8 +17,9 @@ void trm_plan_init(trm_plan *p, trm_model *m, int enabled) {
     if (dis && *dis && strcmp(dis, "0") != 0) enabled = 0;
     trm_backend *be = m->be;
     p->enabled = enabled && be->capture_begin && be->capture_end && be->graph_launch && be->graph_destroy;
-    /* The plan's eager first step also chooses each GEMM's algorithm by timing the candidates
-     * (TRM_GEMM_TUNE=0 keeps the library's first choice: the same algorithms on every run). */
+    /* The plan's eager first step also chooses each bf16 GEMM's algorithm by timing the
+     * candidates (TRM_GEMM_TUNE=0 keeps the library's first choice: the same algorithms on every
+     * run, and bit-identical steps with compile on and off in bf16 too). */
     const char *tune = getenv("TRM_GEMM_TUNE");
     be->tune_gemms = p->enabled && !(tune && !strcmp(tune, "0"));
 }
@@ -95,6 +96,6 @@ void trm_plan_report(trm_plan *p, FILE *f) {
             "the logits, AdamATan2 in one pass over all weights.\n",
             s->training ? "training" : "evaluation", s->nodes, s->capture_ms, s->nodes,
             m->act_bytes / 1073741824.0, m->saved_count, m->act_dt == TRM_BF16 ? "bf16" : "fp32",
-            m->be->tune_gemms ? "; GEMM algorithms chosen by timing in the first step" : "");
+            m->be->tune_gemms && m->act_dt == TRM_BF16 ? "; bf16 GEMM algorithms chosen by timing in the first step" : "");
     p->reported = 1;
 }

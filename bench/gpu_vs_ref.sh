@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# trm beside the reference on one GPU, in one call (issue 12): bench/gpu.sh's three configs with
+# compile on and off, the reference's throughput harness with torch.compile on the same shapes
+# (../shared/anchors/README.md says how to bring .ref), then trm's compiled runs again to bracket
+# any drift of the machine. Prints a table: ms/step, examples/s, device memory, trm / reference.
+# usage: bench/gpu_vs_ref.sh TRM_BINARY REF_DIR   env: STEPS (10), WARMUP (3), CONFIGS
+set -uo pipefail
+TRM=${1:-build/trm}
+REF=${2:-.ref}
+CONFIGS=${CONFIGS:-sudoku_mlp sudoku_att maze_att}
+S=${STEPS:-10}
+W=${WARMUP:-3}
+export PYTHONUNBUFFERED=1
+out=/tmp/gpu_vs_ref
+rm -rf $out && mkdir -p $out
+field() { sed -n "s/.*\"$2\": \([0-9.e+-]*\).*/\1/p" "$1" | head -1; }
+STEPS=$S WARMUP=$W COMPILE="true false" bash "$(dirname "$0")/gpu.sh" "$TRM" $CONFIGS >$out/trm1.jsonl 2>$out/trm1.err
+for c in $CONFIGS; do
+  python3 "$REF/ref_bench.py" "$REF" "$c" --compile --steps $((S * 2)) --warmup 5 >$out/ref_$c.json 2>$out/ref_$c.err ||
+    tail -3 $out/ref_$c.err
+done
+STEPS=$S WARMUP=$W COMPILE=true bash "$(dirname "$0")/gpu.sh" "$TRM" $CONFIGS >$out/trm2.jsonl 2>$out/trm2.err
+head -1 $out/trm1.jsonl
+printf "%-11s %10s %10s %10s %10s %8s %9s %9s\n" config "trm c=on" "again" "c=off" "reference" "ref/trm" "trm GiB" "ref GiB"
+for c in $CONFIGS; do
+  grep "\"$c\".*\"compile\": true" $out/trm1.jsonl >$out/a.json
+  grep "\"$c\".*\"compile\": false" $out/trm1.jsonl >$out/b.json
+  grep "\"$c\"" $out/trm2.jsonl >$out/c.json
+  t1=$(field $out/a.json ms_per_step_median) t2=$(field $out/c.json ms_per_step_median)
+  t0=$(field $out/b.json ms_per_step_median) mem=$(field $out/a.json device_mem_gib)
+  r=$(field $out/ref_$c.json step_ms_median) rm_=$(field $out/ref_$c.json peak_mem_gb)
+  ratio=$(python3 -c "print(f'{$r / max($t1, $t2):.3f}')" 2>/dev/null)
+  printf "%-11s %10s %10s %10s %10s %8s %9s %9s\n" "$c" "$t1" "$t2" "$t0" "$r" "${ratio}x" "$mem" "$rm_"
+done
+echo "raw:"; cat $out/ref_*.json; cat $out/trm1.jsonl
