@@ -90,12 +90,14 @@ void k_att_ds(cudaStream_t st, float *dP, const float *P, const float *dr, int B
  * walks the other side in tiles of 64 rows, so no T×T scores ever reach memory. Products run
  * on tensor cores (mma.sync m16n8k16 on the bf16 activations q, k, v and dO, fp32
  * accumulation), as the reference's bf16 attention does; softmax statistics and lse are fp32,
- * the outputs (O, dQ, dK, dV) bf16 activations. Tiles arrive in shared memory by cp.async, the next one while the
- * current one is used, and reach registers by ldmatrix (transposed where a product needs the
- * other orientation, so one copy of each tile serves both). Each warp owns 16 rows; the scores
- * it computes are already in the register layout of the next product's A operand. dQ has its
- * own pass over the keys (recomputing the scores) rather than atomics, so results are the same
- * on every run. */
+ * the outputs (O, dQ, dK, dV) bf16 activations. Tiles arrive in shared memory by cp.async, the
+ * next one while the current one is used, and reach registers by ldmatrix (transposed where a product needs the
+ * other orientation, so one copy of each tile serves both). Each warp owns two 16-row tiles,
+ * so that every fragment read from shared memory feeds two products; the scores it computes
+ * are already in the register layout of the next product's A operand. dQ has its own pass over
+ * the keys (recomputing the scores) rather than atomics, so results are the same on every run.
+ * Measured on an H100 (bench/README.md): the kernels are latency-bound at 8 warps an SM, the
+ * tensor pipe busy 40–47% of the time. */
 #define FA_T 64   /* rows of a streamed tile */
 #define FA_D 64   /* head dim */
 #define FA_LD 72  /* bf16 per padded tile row: 144-byte rows make ldmatrix conflict-free */
@@ -144,38 +146,6 @@ template <int N> __device__ __forceinline__ void fa_wait() { asm volatile("cp.as
 __device__ __forceinline__ void fa_afrag(uint32_t a[4][4], const bf16 *tile, int row0) {
     int l = threadIdx.x & 31, m = l >> 3;
     for (int kk = 0; kk < 4; kk++) ldsm4(a[kk], tile + (row0 + (l & 7) + (m & 1) * 8) * FA_LD + kk * 16 + (m >> 1) * 8);
-}
-
-/* acc (16 × 64) += A(16 × 64) · tileᵀ: the tile's rows are the n index, its columns k. */
-__device__ __forceinline__ void fa_mma_nt(float acc[8][4], const uint32_t a[4][4], const bf16 *tile) {
-    int l = threadIdx.x & 31, m = l >> 3;
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-        for (int j = 0; j < 8; j += 2) {
-            uint32_t b[4];
-            ldsm4(b, tile + ((j + (m >> 1)) * 8 + (l & 7)) * FA_LD + kk * 16 + (m & 1) * 8);
-            mma16816(acc[j], a[kk], b[0], b[1]);
-            mma16816(acc[j + 1], a[kk], b[2], b[3]);
-        }
-}
-
-/* acc (16 × 64) += P · tile, P (16 × 64) given as the C fragments of an earlier product and
- * the tile's rows being the k index (read transposed). */
-__device__ __forceinline__ void fa_mma_pn(float acc[8][4], float p[8][4], const bf16 *tile) {
-    int l = threadIdx.x & 31, m = l >> 3;
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++) {
-        uint32_t a[4] = {pack_bf16(p[2 * kk][0], p[2 * kk][1]), pack_bf16(p[2 * kk][2], p[2 * kk][3]),
-                         pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]), pack_bf16(p[2 * kk + 1][2], p[2 * kk + 1][3])};
-#pragma unroll
-        for (int j = 0; j < 8; j += 2) {
-            uint32_t b[4];
-            ldsm4t(b, tile + (kk * 16 + (m & 1) * 8 + (l & 7)) * FA_LD + (j + (m >> 1)) * 8);
-            mma16816(acc[j], a, b[0], b[1]);
-            mma16816(acc[j + 1], a, b[2], b[3]);
-        }
-    }
 }
 
 __device__ __forceinline__ void fa_zero(float acc[8][4]) {
@@ -367,6 +337,13 @@ __global__ void __launch_bounds__(32 * FA_FWD_WARPS) flash_fwd_kernel(bf16 *out,
  * shared memory feeds four products. */
 #define FB_ROWS (4 * 16 * FA_MT) /* 128 keys or queries a block of 4 warps */
 
+__device__ __forceinline__ void fb_zero16(float a[FA_MT][2][4]) {
+#pragma unroll
+    for (int mt = 0; mt < FA_MT; mt++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) a[mt][j][0] = a[mt][j][1] = a[mt][j][2] = a[mt][j][3] = 0.f;
+}
+
 /* acc[mt] (16 × 16) += A[mt] (16 × 64) · tile[row0, row0 + 16)ᵀ */
 __device__ __forceinline__ void fb_mma_nt16(float acc[FA_MT][2][4], const uint32_t a[FA_MT][4][4], const bf16 *tile,
                                             int row0) {
@@ -458,12 +435,7 @@ __global__ void __launch_bounds__(128) flash_bwd_kv_kernel(bf16 *dqkv, const bf1
 #pragma unroll 1
         for (int sub = 0; live && sub < FA_T && it * FA_T + sub < T; sub += 16) {
             float p[FA_MT][2][4], dp[FA_MT][2][4];
-#pragma unroll
-            for (int mt = 0; mt < FA_MT; mt++)
-#pragma unroll
-                for (int j = 0; j < 2; j++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) p[mt][j][e] = dp[mt][j][e] = 0.f;
+            fb_zero16(p), fb_zero16(dp);
             fb_mma_nt16(p, ka, sQ[st], sub);  /* Sᵀ: keys × 16 queries */
             fb_mma_nt16(dp, va, sO[st], sub); /* dPᵀ = V·dOᵀ */
 #pragma unroll
@@ -539,12 +511,7 @@ __global__ void __launch_bounds__(128) flash_bwd_q_kernel(bf16 *dqkv, const bf16
 #pragma unroll 1
         for (int sub = 0; live && sub < FA_T && k0 + sub < T; sub += 16) {
             float p[FA_MT][2][4], dp[FA_MT][2][4];
-#pragma unroll
-            for (int mt = 0; mt < FA_MT; mt++)
-#pragma unroll
-                for (int j = 0; j < 2; j++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) p[mt][j][e] = dp[mt][j][e] = 0.f;
+            fb_zero16(p), fb_zero16(dp);
             fb_mma_nt16(p, qa, sK[st], sub);  /* S: queries × 16 keys */
             fb_mma_nt16(dp, oa, sV[st], sub); /* dP = dO·Vᵀ */
 #pragma unroll

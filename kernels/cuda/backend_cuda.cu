@@ -2,7 +2,7 @@
  * on one stream, GEMMs through cuBLASLt (plans cached per shape and element types; fp32, or
  * bf16 tensor cores with fp32 accumulation when use_bf16, on bf16 activations end to end;
  * with tune_gemms, the compile stage's first eager step times cuBLASLt's candidate algorithms
- * on each shape and keeps the fastest), attention fused (attention.cu) on bf16 activations
+ * on each bf16 product shape and keeps the fastest), attention fused (attention.cu) on bf16 activations
  * with head dim 64, else as per-head strided-batched GEMMs around the softmax kernels,
  * everything else in kernels/cuda/<op>.cu. The compile stage's graph capture lives here too:
  * ops issued between capture_begin and capture_end become one CUDA graph. No op synchronises

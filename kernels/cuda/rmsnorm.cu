@@ -6,6 +6,8 @@
  * unaligned rows are re-read element by element from L1/L2 by a whole warp. Sums are fp32; in
  * bf16 the residual sum is rounded to bf16 before the norm, as the reference adds two bf16
  * tensors. */
+#include <type_traits>
+
 #include "common.cuh"
 
 #define RMS_MAXV 4 /* 16-byte vectors per lane held in registers */
@@ -94,20 +96,27 @@ template <typename T> static int vec_lanes(int ld, const void *a, const void *b,
     return nv <= 8 ? 8 : nv <= 16 ? 16 : 32;
 }
 
+/* f(std::integral_constant<int, L>) for the lanes-per-row count L (8, 16 or 32) */
+template <typename F> static void with_lanes(int L, F f) {
+    if (L == 8)
+        f(std::integral_constant<int, 8>());
+    else if (L == 16)
+        f(std::integral_constant<int, 16>());
+    else
+        f(std::integral_constant<int, 32>());
+}
+
 void k_rmsnorm_fwd(cudaStream_t st, int dt, void *y, float *rstd, const void *x, const void *res, int rows, int dim,
                    int ld, float eps) {
     if (rows <= 0 || dim <= 0) return;
     ACT_DISPATCH(dt, {
         int L = vec_lanes<T>(ld, y, x, res);
-        if (L == 8)
-            rmsnorm_fwd_vec<T, 8><<<rms_grid<8>(rows), 256, 0, st>>>((T *)y, rstd, (const T *)x, (const T *)res, rows,
-                                                                   dim, ld, eps);
-        else if (L == 16)
-            rmsnorm_fwd_vec<T, 16><<<rms_grid<16>(rows), 256, 0, st>>>((T *)y, rstd, (const T *)x, (const T *)res,
-                                                                     rows, dim, ld, eps);
-        else if (L == 32)
-            rmsnorm_fwd_vec<T, 32><<<rms_grid<32>(rows), 256, 0, st>>>((T *)y, rstd, (const T *)x, (const T *)res,
-                                                                     rows, dim, ld, eps);
+        if (L)
+            with_lanes(L, [&](auto lc) {
+                const int LL = decltype(lc)::value;
+                rmsnorm_fwd_vec<T, LL><<<rms_grid<LL>(rows), 256, 0, st>>>((T *)y, rstd, (const T *)x, (const T *)res,
+                                                                         rows, dim, ld, eps);
+            });
         else
             rmsnorm_fwd_any<T><<<grid_for((size_t)rows, 8), 256, 0, st>>>((T *)y, rstd, (const T *)x, (const T *)res,
                                                                           rows, dim, ld, eps);
@@ -170,15 +179,12 @@ void k_rmsnorm_bwd(cudaStream_t st, int dt, void *dx, const void *dy, const void
     if (rows <= 0 || dim <= 0) return;
     ACT_DISPATCH(dt, {
         int L = vec_lanes<T>(ld, dx, dy, y);
-        if (L == 8)
-            rmsnorm_bwd_vec<T, 8><<<rms_grid<8>(rows), 256, 0, st>>>((T *)dx, (const T *)dy, (const T *)y, rstd, rows,
-                                                                   dim, ld);
-        else if (L == 16)
-            rmsnorm_bwd_vec<T, 16><<<rms_grid<16>(rows), 256, 0, st>>>((T *)dx, (const T *)dy, (const T *)y, rstd,
-                                                                     rows, dim, ld);
-        else if (L == 32)
-            rmsnorm_bwd_vec<T, 32><<<rms_grid<32>(rows), 256, 0, st>>>((T *)dx, (const T *)dy, (const T *)y, rstd,
-                                                                     rows, dim, ld);
+        if (L)
+            with_lanes(L, [&](auto lc) {
+                const int LL = decltype(lc)::value;
+                rmsnorm_bwd_vec<T, LL><<<rms_grid<LL>(rows), 256, 0, st>>>((T *)dx, (const T *)dy, (const T *)y, rstd,
+                                                                         rows, dim, ld);
+            });
         else
             rmsnorm_bwd_any<T><<<grid_for((size_t)rows, 8), 256, 0, st>>>((T *)dx, (const T *)dy, (const T *)y, rstd,
                                                                           rows, dim, ld);
