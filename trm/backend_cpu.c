@@ -344,11 +344,14 @@ static void cpu_swiglu_bwd(trm_backend *be, void *dguv, void *outv, const void *
         float *restrict dg = dgu + (size_t)r * 2 * I;
         float *restrict du = dg + I;
         exp_affine(du, g, I, -1.0f, 0.0f);
-        float *restrict o = out ? out + (size_t)r * I : NULL;
+        if (out) { /* the forward's output as cpu_swiglu_fwd computes it; a loop of its own, so
+                    * that both loops stay vectorised */
+            float *restrict o = out + (size_t)r * I;
+            for (int i = 0; i < I; i++) o[i] = (g[i] / (1.0f + du[i])) * u[i];
+        }
         for (int i = 0; i < I; i++) {
             float e = 1.0f + du[i];
             float sig = 1.0f / e;
-            if (o) o[i] = (g[i] / e) * u[i]; /* as cpu_swiglu_fwd computes it */
             du[i] = d[i] * (g[i] / e);
             dg[i] = d[i] * u[i] * sig * (1.0f + g[i] * (1.0f - sig));
         }

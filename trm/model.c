@@ -348,12 +348,13 @@ int trm_model_create(trm_model *m, const trm_model_config *c, trm_backend *be, u
     m->B = c->batch_size;
     m->I = swiglu_inter(c->expansion, m->D);
     m->It = swiglu_inter(c->expansion, m->T);
-    m->Tp = (m->T + 7) / 8 * 8;
     m->act_dt = be->act_dt;
     m->esz = trm_act_size(be);
     m->wdt = m->act_dt == TRM_BF16 && be->convert ? TRM_BF16 : TRM_F32;
     if (m->act_dt == TRM_BF16 && !be->convert) return trm_errf(e, "the %s backend keeps bf16 activations but cannot convert", be->name);
-    m->Tk = m->wdt == TRM_BF16 ? m->Tp : m->T;
+    /* bf16 products want 16-byte aligned rows; fp32 ones keep mlp_t's rows T long (the cpu's
+     * GEMM and passes run faster on them) */
+    m->Tp = m->wdt == TRM_BF16 ? (m->T + 7) / 8 * 8 : m->T;
     m->level_layers[TRM_LEVEL_L] = m->arch->has_level[TRM_LEVEL_L] ? c->L_layers : 0;
     m->level_layers[TRM_LEVEL_H] = m->arch->has_level[TRM_LEVEL_H] ? c->H_layers : 0;
     m->nstates = m->arch->nstates;
@@ -723,15 +724,15 @@ static void mixer_attn_bwd(trm_model *m, int l, trm_block_acts *k, const void *d
 
 /* The token-mixing MLP over T, for every (sample, channel): on the transposed input inT
  * (B·D rows of Tp, the T values then zeros), gut = inT·W_guᵀ, actt = SwiGLU(gut),
- * tmpT = actt·W_downᵀ, y1T = rms(inT + tmpT) over the T values, y1 = y1ᵀ. Rows of Tp keep
- * every operand aligned; with padded weights (m->Tk = Tp) the products run over Tp, the zero
- * pads adding nothing. */
+ * tmpT = actt·W_downᵀ, y1T = rms(inT + tmpT) over the T values, y1 = y1ᵀ. In bf16, rows of Tp
+ * (T rounded up to 8) keep every operand aligned and the products run over Tp, the zero pads of
+ * the rows and of the padded weights adding nothing; in fp32, Tp = T. */
 static void mixer_mlpt_fwd(trm_model *m, const void *w, int l, trm_block_acts *k, int save) {
     trm_backend *be = m->be;
-    int RT = m->B * m->D, T = m->T, Tp = m->Tp, Tk = m->Tk, gu = m->p_layer[l][0], dn = m->p_layer[l][1];
+    int RT = m->B * m->D, T = m->T, Tp = m->Tp, gu = m->p_layer[l][0], dn = m->p_layer[l][1];
     be->transpose(be, k->inT, Tp, k->in, m->D, m->B, T, m->D);
-    gate_up_fwd(m, k->actt, k->gut, save, k->inT, Tp, w, gu, RT, m->It, Tk);
-    be->gemm(be, dt_awa(m), 0, 1, RT, Tk, m->It, 1.0f, k->actt, m->It, 0, W_(m, w, dn), WLD(m, dn), 0, 0.0f,
+    gate_up_fwd(m, k->actt, k->gut, save, k->inT, Tp, w, gu, RT, m->It, Tp);
+    be->gemm(be, dt_awa(m), 0, 1, RT, Tp, m->It, 1.0f, k->actt, m->It, 0, W_(m, w, dn), WLD(m, dn), 0, 0.0f,
              m->tmp_rows, Tp, 0, 1);
     be->rmsnorm_fwd(be, k->y1T, k->rstd1, k->inT, m->tmp_rows, RT, T, Tp, (float)m->cfg.rms_norm_eps);
     be->transpose(be, k->y1, m->D, k->y1T, Tp, m->B, m->D, T);
@@ -740,19 +741,19 @@ static void mixer_mlpt_fwd(trm_model *m, const void *w, int l, trm_block_acts *k
 static void mixer_mlpt_bwd(trm_model *m, int l, trm_block_acts *k, const void *dy1, void *d_in, void *w1, void *w2,
                            void *big1, void *big2) {
     trm_backend *be = m->be;
-    int RT = m->B * m->D, T = m->T, Tp = m->Tp, Tk = m->Tk, gu = m->p_layer[l][0], dn = m->p_layer[l][1];
+    int RT = m->B * m->D, T = m->T, Tp = m->Tp, gu = m->p_layer[l][0], dn = m->p_layer[l][1];
     const void *w = m->wcur;
     be->transpose(be, w1, Tp, dy1, m->D, m->B, T, m->D);            /* w1 = dy1ᵀ (B, D, Tp) */
     be->rmsnorm_bwd(be, w2, w1, k->y1T, k->rstd1, RT, T, Tp);       /* w2 = d(inT + tmpT) */
     /* down: dactt = w2·W; the SwiGLU gradient recomputes actt (a shared buffer) in its pass;
      * dW += w2ᵀ·actt over the T real columns */
-    be->gemm(be, dt_awa(m), 0, 0, RT, m->It, Tk, 1.0f, w2, Tp, 0, W_(m, w, dn), WLD(m, dn), 0, 0.0f, big2, m->It,
+    be->gemm(be, dt_awa(m), 0, 0, RT, m->It, Tp, 1.0f, w2, Tp, 0, W_(m, w, dn), WLD(m, dn), 0, 0.0f, big2, m->It,
              0, 1);
     be->swiglu_bwd(be, big1, k->actt, big2, k->gut, RT, m->It);
     be->gemm(be, dt_aaf(m), 1, 0, T, m->It, RT, 1.0f, w2, Tp, 0, k->actt, m->It, 0, 1.0f, G_(m, dn), m->It, 0, 1);
     /* gate/up: dW += dgutᵀ·inT; d(inT) = w2 + dgut·W, built in w2 */
     be->gemm(be, dt_aaf(m), 1, 0, 2 * m->It, T, RT, 1.0f, big1, 2 * m->It, 0, k->inT, Tp, 0, 1.0f, G_(m, gu), T, 0, 1);
-    be->gemm(be, dt_awa(m), 0, 0, RT, Tk, 2 * m->It, 1.0f, big1, 2 * m->It, 0, W_(m, w, gu), WLD(m, gu), 0, 1.0f, w2,
+    be->gemm(be, dt_awa(m), 0, 0, RT, Tp, 2 * m->It, 1.0f, big1, 2 * m->It, 0, W_(m, w, gu), WLD(m, gu), 0, 1.0f, w2,
              Tp, 0, 1);
     be->transpose(be, d_in, m->D, w2, Tp, m->B, m->D, T);
 }

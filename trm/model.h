@@ -56,8 +56,9 @@ typedef struct {
     trm_backend *be;
     /* derived sizes */
     int P, T, D, H, hd, I, It, S, V, B;
-    int Tp;               /* T rounded up to 8: the row length of mlp_t's transposed (B, D, ·) tensors */
-    int Tk;               /* mlp_t's T extent in its products: Tp where the GEMM weights are padded, else T */
+    int Tp;               /* the row length of mlp_t's transposed (B, D, ·) tensors and its products'
+                           * T extent: T rounded up to 8 where the GEMMs read bf16 (aligned rows; the
+                           * bf16 weights padded with zeros), else T */
     int act_dt;           /* trm_dtype of activations (the backend's act_dt) */
     size_t esz;           /* bytes per activation element */
     int A;                /* attention width num_heads·head_dim (≤ D: head_dim = D // num_heads) */
