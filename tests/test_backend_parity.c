@@ -128,16 +128,19 @@ static void down(dmem *m, void *host, const void *dev, size_t bytes) {
  * converted on the host), uploaded, poisoned with NaN, or read back as floats. */
 static int act16(const dmem *m) { return m->b->act_dt == TRM_BF16; }
 
-static void *upa(dmem *m, const float *host, size_t n) {
+/* n floats uploaded as bf16 (rounded on the host) or as they are */
+static void *up_as(dmem *m, const float *host, size_t n, int bf16) {
     if (!host) return NULL;
-    if (!act16(m)) return up(m, host, n * sizeof(float));
-    uint16_t *h = malloc((n ? n : 1) * sizeof *h);
+    if (!bf16) return up(m, host, n * sizeof(float));
+    uint16_t *h = calloc(n ? n : 1, sizeof *h);
     for (size_t i = 0; i < n; i++) h[i] = st_f32_to_bf16(host[i]);
     void *d = up(m, h, n * sizeof *h);
     m->b->sync(m->b);
     free(h);
     return d;
 }
+
+static void *upa(dmem *m, const float *host, size_t n) { return up_as(m, host, n, act16(m)); }
 
 static void *nan_act(dmem *m, size_t n) {
     float *h = malloc((n ? n : 1) * sizeof(float));
@@ -147,8 +150,8 @@ static void *nan_act(dmem *m, size_t n) {
     return d;
 }
 
-static void downa(dmem *m, float *host, const void *dev, size_t n) {
-    if (!act16(m)) {
+static void down_as(dmem *m, float *host, const void *dev, size_t n, int bf16) {
+    if (!bf16) {
         down(m, host, dev, n * sizeof(float));
         return;
     }
@@ -157,6 +160,8 @@ static void downa(dmem *m, float *host, const void *dev, size_t n) {
     for (size_t i = 0; i < n; i++) host[i] = st_bf16_to_f32(h[i]);
     free(h);
 }
+
+static void downa(dmem *m, float *host, const void *dev, size_t n) { down_as(m, host, dev, n, act16(m)); }
 
 /* Host values rounded to bf16 in place: the inputs both sides see in the bf16 cases. */
 static void round_bf16(float *x, size_t n) {
@@ -306,20 +311,12 @@ static size_t span(int rows, int ld, int64_t stride, int batch) {
 /* dt: the operands' element types on this backend (bf16 ones moved as bf16) */
 static void run_gemm(trm_backend *b, trm_gemm_dt dt, const gemm_case *g, const float *A, size_t nA,
                      const float *B, size_t nB, float *C, size_t nC) {
-    dmem m = {.b = b}, m16 = {.b = b};
-    trm_backend b16 = *b; /* act_dt decides how upa moves an operand */
-    b16.act_dt = TRM_BF16;
-    m16.b = &b16;
-    void *dA = dt.a == TRM_BF16 ? upa(&m16, A, nA) : up(&m, A, nA * sizeof(float));
-    void *dB = dt.b == TRM_BF16 ? upa(&m16, B, nB) : up(&m, B, nB * sizeof(float));
-    void *dC = dt.c == TRM_BF16 ? upa(&m16, C, nC) : up(&m, C, nC * sizeof(float));
+    dmem m = {.b = b};
+    void *dA = up_as(&m, A, nA, dt.a == TRM_BF16), *dB = up_as(&m, B, nB, dt.b == TRM_BF16);
+    void *dC = up_as(&m, C, nC, dt.c == TRM_BF16);
     b->gemm(b, dt, g->ta, g->tb, g->M, g->N, g->K, g->alpha, dA, g->lda, g->sA, dB, g->ldb, g->sB, g->beta, dC,
             g->ldc, g->sC, g->batch);
-    if (dt.c == TRM_BF16)
-        downa(&m16, C, dC, nC);
-    else
-        down(&m, C, dC, nC * sizeof(float));
-    for (int i = 0; i < m16.n; i++) b->free(b, m16.p[i]);
+    down_as(&m, C, dC, nC, dt.c == TRM_BF16);
     dm_free(&m);
 }
 

@@ -283,11 +283,8 @@ static size_t layout_gemm_weights(trm_model *m) {
             m->wg_ld[i] = cols;
             continue;
         }
-        int is_gu = 0, is_down = 0;
-        for (int l = 0; l < TRM_NLEVELS * TRM_MAX_LAYERS && m->cfg.mlp_t; l++) {
-            is_gu |= i == m->p_layer[l][0] && l < m->level_layers[0] + m->level_layers[1];
-            is_down |= i == m->p_layer[l][1] && l < m->level_layers[0] + m->level_layers[1];
-        }
+        int is_gu = 0, is_down = 0, layers = m->level_layers[0] + m->level_layers[1];
+        for (int l = 0; l < layers && m->cfg.mlp_t; l++) is_gu |= i == m->p_layer[l][0], is_down |= i == m->p_layer[l][1];
         m->wg_ld[i] = is_gu ? m->Tp : cols;
         m->wg_off[i] = n;
         n += ((size_t)(is_down ? m->Tp : rows) * m->wg_ld[i] + 127) / 128 * 128;
@@ -548,6 +545,11 @@ static void gather_rows(const trm_model *m, const void *dev, size_t bytes, void 
     }
 }
 
+/* bf16 bits → floats, from the end, so that src may be the start of dst's own memory */
+static void widen_bf16(float *dst, const uint16_t *src, size_t n) {
+    for (size_t i = n; i-- > 0;) dst[i] = st_bf16_to_f32(src[i]);
+}
+
 void trm_model_carry_to_host(const trm_model *m, trm_carry_host *c) {
     size_t W = (size_t)(m->world > 1 ? m->world : 1), B = (size_t)m->B, TD = (size_t)m->T * m->D, S = (size_t)m->S;
     int root = m->rank == 0;
@@ -559,13 +561,9 @@ void trm_model_carry_to_host(const trm_model *m, trm_carry_host *c) {
     c->nstates = m->nstates;
     for (int k = 0; k < m->nstates; k++) {
         GATHER(z[k], m->z[k], TD * m->esz)
-        if (root && m->act_dt == TRM_BF16) { /* widened in place, from the end */
-            float *z = c->z[k];
-            const uint16_t *h = (const uint16_t *)z;
-            z = xrealloc(z, B * W * TD * sizeof(float));
-            h = (const uint16_t *)z;
-            for (size_t i = B * W * TD; i-- > 0;) z[i] = st_bf16_to_f32(h[i]);
-            c->z[k] = z;
+        if (root && m->act_dt == TRM_BF16) { /* widened in place */
+            c->z[k] = xrealloc(c->z[k], B * W * TD * sizeof(float));
+            widen_bf16(c->z[k], (const uint16_t *)c->z[k], B * W * TD);
         }
     }
     GATHER(steps, m->steps, sizeof(int32_t))
@@ -583,7 +581,7 @@ void trm_model_act_get(const trm_model *m, float *host, const void *dev, size_t 
     }
     uint16_t *h = xmalloc((n ? n : 1) * sizeof *h);
     m->be->to_host(m->be, h, dev, n * sizeof *h);
-    for (size_t i = 0; i < n; i++) host[i] = st_bf16_to_f32(h[i]);
+    widen_bf16(host, h, n);
     free(h);
 }
 

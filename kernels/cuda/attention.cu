@@ -5,7 +5,7 @@
  * it too) and dS = P∘(dP − rowsum). Scores are one head's (B, T, T) at a time (head h of H), so
  * the score buffer is H times smaller; lse and rowsums are (B, H, T). */
 
-#include "common.cuh"
+#include "mma.cuh"
 
 /* The lse/rowsum index of score row r = b·T + i of head h. */
 __device__ __forceinline__ size_t head_row(size_t r, int T, int H, int h) {
@@ -104,43 +104,10 @@ void k_att_ds(cudaStream_t st, float *dP, const float *P, const float *dr, int B
 #define FA_TILE (FA_T * FA_LD)
 #define LOG2E 1.4426950408889634f
 
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&v);
-}
-
-/* c += a·b for one 16×8 tile with k = 16 */
-__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-                 "{%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void ldsm4(uint32_t r[4], const bf16 *p) {
-    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
-}
-__device__ __forceinline__ void ldsm4t(uint32_t r[4], const bf16 *p) {
-    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
-}
-
-/* rows [r0, r0 + nrows) of a bf16 (T, ld) matrix into a padded tile, asynchronously; rows past
- * T are zero-filled (a source size of 0 reads nothing). */
+/* rows [r0, r0 + nrows) of a bf16 (T, ld) matrix into a padded tile; rows past T zero-filled */
 __device__ __forceinline__ void fa_fetch(bf16 *tile, const bf16 *src, size_t ld, int r0, int nrows, int T) {
-    for (int i = threadIdx.x; i < nrows * (FA_D / 8); i += blockDim.x) {
-        int r = i / (FA_D / 8), c = (i % (FA_D / 8)) * 8;
-        int ok = r0 + r < T;
-        const bf16 *g = src + (ok ? (size_t)(r0 + r) * ld + c : 0);
-        uint32_t d = (uint32_t)__cvta_generic_to_shared(tile + r * FA_LD + c);
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(g), "r"(ok ? 16 : 0));
-    }
+    cp_async_rows(tile, FA_LD, src, ld, r0, nrows, T, FA_D / 8, FA_D);
 }
-__device__ __forceinline__ void fa_commit() { asm volatile("cp.async.commit_group;\n"); }
-template <int N> __device__ __forceinline__ void fa_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 /* A fragments of rows row0..row0+15 of a tile, all 64 columns (4 k-steps). */
 __device__ __forceinline__ void fa_afrag(uint32_t a[4][4], const bf16 *tile, int row0) {
@@ -231,8 +198,8 @@ __global__ void __launch_bounds__(32 * FA_FWD_WARPS) flash_fwd_kernel(bf16 *out,
     const bf16 *Q = q16 + (size_t)b * T * ld + h * FA_D, *K = Q + H * FA_D, *V = Q + 2 * H * FA_D;
     bf16 *sQ = &sK[0][0]; /* 128 rows over both K stages, before the stream starts */
     fa_fetch(sQ, Q, ld, q0, rows, T);
-    fa_commit();
-    fa_wait<0>();
+    cp_async_commit();
+    cp_async_wait<0>();
     __syncthreads();
     uint32_t qa[FA_MT][4][4];
 #pragma unroll
@@ -247,16 +214,16 @@ __global__ void __launch_bounds__(32 * FA_FWD_WARPS) flash_fwd_kernel(bf16 *out,
     int n = (T + FA_T - 1) / FA_T;
     fa_fetch(sK[0], K, ld, 0, FA_T, T);
     fa_fetch(sV[0], V, ld, 0, FA_T, T);
-    fa_commit();
+    cp_async_commit();
     for (int it = 0; it < n; it++) {
         int st = it & 1, k0 = it * FA_T;
         if (it + 1 < n) {
             fa_fetch(sK[st ^ 1], K, ld, k0 + FA_T, FA_T, T);
             fa_fetch(sV[st ^ 1], V, ld, k0 + FA_T, FA_T, T);
-            fa_commit();
-            fa_wait<1>();
+            cp_async_commit();
+            cp_async_wait<1>();
         } else {
-            fa_wait<0>();
+            cp_async_wait<0>();
         }
         __syncthreads();
         if (!live) { /* all its rows past T: it only helps load the tiles */
@@ -400,8 +367,8 @@ __global__ void __launch_bounds__(128) flash_bwd_kv_kernel(bf16 *dqkv, const bf1
     /* the block's 128 K rows over both sQ stages, its V rows over both sO stages */
     fa_fetch(&sQ[0][0], K, ld, k0, FB_ROWS, T);
     fa_fetch(&sO[0][0], V, ld, k0, FB_ROWS, T);
-    fa_commit();
-    fa_wait<0>();
+    cp_async_commit();
+    cp_async_wait<0>();
     __syncthreads();
     uint32_t ka[FA_MT][4][4], va[FA_MT][4][4];
 #pragma unroll
@@ -420,7 +387,7 @@ __global__ void __launch_bounds__(128) flash_bwd_kv_kernel(bf16 *dqkv, const bf1
             int q1 = (it + 1) * FA_T, sn = (it + 1) & 1;
             fa_fetch(sQ[sn], Q, ld, q1, FA_T, T);
             fa_fetch(sO[sn], dO, ldo, q1, FA_T, T);
-            fa_commit();
+            cp_async_commit();
             for (int i = threadIdx.x; i < FA_T; i += blockDim.x) {
                 sL[sn][i] = q1 + i < T ? Lr[q1 + i] * LOG2E : INFINITY; /* P = 0 past T */
                 sDr[sn][i] = q1 + i < T ? Dr[q1 + i] : 0.f;
@@ -428,9 +395,9 @@ __global__ void __launch_bounds__(128) flash_bwd_kv_kernel(bf16 *dqkv, const bf1
         }
         if (it < 0) continue;
         if (it + 1 < n)
-            fa_wait<1>();
+            cp_async_wait<1>();
         else
-            fa_wait<0>();
+            cp_async_wait<0>();
         __syncthreads();
 #pragma unroll 1
         for (int sub = 0; live && sub < FA_T && it * FA_T + sub < T; sub += 16) {
@@ -476,8 +443,8 @@ __global__ void __launch_bounds__(128) flash_bwd_q_kernel(bf16 *dqkv, const bf16
     const float *Lr = lse + ((size_t)b * H + h) * T, *Dr = dr + ((size_t)b * H + h) * T;
     fa_fetch(&sK[0][0], Q, ld, q0, FB_ROWS, T);
     fa_fetch(&sV[0][0], dO, ldo, q0, FB_ROWS, T);
-    fa_commit();
-    fa_wait<0>();
+    cp_async_commit();
+    cp_async_wait<0>();
     __syncthreads();
     uint32_t qa[FA_MT][4][4], oa[FA_MT][4][4];
     float Lq[FA_MT][2], Dq[FA_MT][2];
@@ -496,16 +463,16 @@ __global__ void __launch_bounds__(128) flash_bwd_q_kernel(bf16 *dqkv, const bf16
     int n = (T + FA_T - 1) / FA_T;
     fa_fetch(sK[0], K, ld, 0, FA_T, T);
     fa_fetch(sV[0], V, ld, 0, FA_T, T);
-    fa_commit();
+    cp_async_commit();
     for (int it = 0; it < n; it++) {
         int st = it & 1, k0 = it * FA_T;
         if (it + 1 < n) {
             fa_fetch(sK[st ^ 1], K, ld, k0 + FA_T, FA_T, T);
             fa_fetch(sV[st ^ 1], V, ld, k0 + FA_T, FA_T, T);
-            fa_commit();
-            fa_wait<1>();
+            cp_async_commit();
+            cp_async_wait<1>();
         } else {
-            fa_wait<0>();
+            cp_async_wait<0>();
         }
         __syncthreads();
 #pragma unroll 1

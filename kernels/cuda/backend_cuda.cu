@@ -90,7 +90,6 @@ typedef struct {
     scratch_buf scratch[SCR_COUNT];
     int capturing;
     void *nccl; /* the run's NCCL communicator, once comm_init ran */
-    int tuned, tune_gain; /* plans chosen by timing; of them, where another than the heuristic's first won */
 } cuda_ctx;
 
 static cuda_ctx *CTX(trm_backend *b) { return (cuda_ctx *)b->ctx; }
@@ -208,8 +207,6 @@ static int tune_algo(trm_backend *b, gemm_plan *p, const cublasLtMatmulHeuristic
     }
     CK(cudaEventDestroy(e0));
     CK(cudaEventDestroy(e1));
-    c->tuned++;
-    c->tune_gain += best != 0;
     return best;
 }
 
@@ -239,39 +236,30 @@ static void cuda_gemm(trm_backend *b, trm_gemm_dt dt, int ta, int tb, int M, int
     const void *a_op = A, *b_op = B;
     int esz = 4;
     int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    size_t na = operand_span(ar, ac, lda, batch, sA), nb = operand_span(br, bc, ldb, batch, sB);
+    int to16a = 0, to16b = 0; /* fp32 operands taken to bf16 (every element of their span) first */
     if (dt.a == TRM_BF16 || dt.b == TRM_BF16 || dt.c == TRM_BF16) {
         /* bf16 activations: an fp32 operand beside them (the loss head's gradients) is taken to
          * bf16 first, as the reference's cast does */
-        mode = GEMM_BF16, esz = 2;
-        if (dt.a == TRM_F32) {
-            size_t na = operand_span(ar, ac, lda, batch, sA);
-            void *ca = scratch(b, SCR_BF16_A, na * 2);
-            k_to_bf16(c->stream, ca, (const float *)A, na);
-            a_op = ca;
-        }
-        if (dt.b == TRM_F32) {
-            size_t nb = operand_span(br, bc, ldb, batch, sB);
-            void *cb = scratch(b, SCR_BF16_B, nb * 2);
-            k_to_bf16(c->stream, cb, (const float *)B, nb);
-            b_op = cb;
-        }
+        mode = GEMM_BF16, to16a = dt.a == TRM_F32, to16b = dt.b == TRM_F32;
     } else if (b->use_bf16) {
         /* Dense operands are converted to bf16 once, in their own layout (full tensor-core
          * rate); strided views (one attention head of the QKV rows) are read as fp32 and
          * down-converted by cuBLASLt while loading, which costs less than gathering them. */
-        size_t na = operand_span(ar, ac, lda, batch, sA), nb = operand_span(br, bc, ldb, batch, sB);
         size_t ua = (size_t)ar * ac * (batch > 1 && sA ? batch : 1);
         size_t ub = (size_t)br * bc * (batch > 1 && sB ? batch : 1);
-        if (na <= ua + ua / 4 && nb <= ub + ub / 4) {
-            mode = GEMM_BF16;
-            void *ca = scratch(b, SCR_BF16_A, na * 2), *cb = scratch(b, SCR_BF16_B, nb * 2);
-            k_to_bf16(c->stream, ca, (const float *)A, na);
-            k_to_bf16(c->stream, cb, (const float *)B, nb);
-            a_op = ca, b_op = cb, esz = 2;
-        } else {
-            mode = GEMM_FAST_BF16;
-        }
+        int dense = na <= ua + ua / 4 && nb <= ub + ub / 4;
+        mode = dense ? GEMM_BF16 : GEMM_FAST_BF16, to16a = to16b = dense;
     }
+    if (to16a) {
+        a_op = scratch(b, SCR_BF16_A, na * 2);
+        k_to_bf16(c->stream, (void *)a_op, (const float *)A, na);
+    }
+    if (to16b) {
+        b_op = scratch(b, SCR_BF16_B, nb * 2);
+        k_to_bf16(c->stream, (void *)b_op, (const float *)B, nb);
+    }
+    if (mode == GEMM_BF16) esz = 2;
     int al = ptr_align(a_op, sA * esz);
     int al2 = ptr_align(b_op, sB * esz), al3 = ptr_align(C, sC * csz);
     if (al2 < al) al = al2;

@@ -4,58 +4,35 @@
  * and sizes allow them. */
 #include "common.cuh"
 
-template <typename T> __global__ void add_kernel(T *y, const T *a, const T *b, size_t n) {
+/* y = p + a·q: add (a = 1, exact as p + q) and axpy (p = y) are this one pass. */
+template <typename T> __global__ void pq_kernel(T *y, const T *p, const T *q, float a, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        y[i] = from_f<T>(to_f(a[i]) + to_f(b[i]));
+        y[i] = from_f<T>(to_f(p[i]) + a * to_f(q[i]));
 }
-template <typename T> __global__ void add16_kernel(T *y, const T *a, const T *b, size_t nv) {
+template <typename T> __global__ void pq16_kernel(T *y, const T *p, const T *q, float a, size_t nv) {
     const int N = vn<T>::N;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nv; i += (size_t)gridDim.x * blockDim.x) {
         float u[N], v[N];
-        ld16(u, a + i * N);
-        ld16(v, b + i * N);
-#pragma unroll
-        for (int k = 0; k < N; k++) u[k] += v[k];
-        st16(y + i * N, u);
-    }
-}
-
-void k_add(cudaStream_t st, int dt, void *y, const void *x1, const void *x2, size_t n) {
-    if (!n) return;
-    ACT_DISPATCH(dt, {
-        const int N = vn<T>::N;
-        if (n % N == 0 && aligned16(y) && aligned16(x1) && aligned16(x2))
-            add16_kernel<T><<<grid_for(n / N, 256), 256, 0, st>>>((T *)y, (const T *)x1, (const T *)x2, n / N);
-        else
-            add_kernel<T><<<grid_for(n, 256), 256, 0, st>>>((T *)y, (const T *)x1, (const T *)x2, n);
-    });
-}
-
-template <typename T> __global__ void axpy_kernel(T *y, const T *x, float a, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        y[i] = from_f<T>(to_f(y[i]) + a * to_f(x[i]));
-}
-template <typename T> __global__ void axpy16_kernel(T *y, const T *x, float a, size_t nv) {
-    const int N = vn<T>::N;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nv; i += (size_t)gridDim.x * blockDim.x) {
-        float u[N], v[N];
-        ld16(u, y + i * N);
-        ld16(v, x + i * N);
+        ld16(u, p + i * N);
+        ld16(v, q + i * N);
 #pragma unroll
         for (int k = 0; k < N; k++) u[k] += a * v[k];
         st16(y + i * N, u);
     }
 }
-void k_axpy(cudaStream_t st, int dt, void *y, const void *x, float alpha, size_t n) {
+static void k_pq(cudaStream_t st, int dt, void *y, const void *p, const void *q, float a, size_t n) {
     if (!n) return;
     ACT_DISPATCH(dt, {
         const int N = vn<T>::N;
-        if (n % N == 0 && aligned16(y) && aligned16(x))
-            axpy16_kernel<T><<<grid_for(n / N, 256), 256, 0, st>>>((T *)y, (const T *)x, alpha, n / N);
+        if (n % N == 0 && aligned16(y) && aligned16(p) && aligned16(q))
+            pq16_kernel<T><<<grid_for(n / N, 256), 256, 0, st>>>((T *)y, (const T *)p, (const T *)q, a, n / N);
         else
-            axpy_kernel<T><<<grid_for(n, 256), 256, 0, st>>>((T *)y, (const T *)x, alpha, n);
+            pq_kernel<T><<<grid_for(n, 256), 256, 0, st>>>((T *)y, (const T *)p, (const T *)q, a, n);
     });
 }
+
+void k_add(cudaStream_t st, int dt, void *y, const void *x1, const void *x2, size_t n) { k_pq(st, dt, y, x1, x2, 1.0f, n); }
+void k_axpy(cudaStream_t st, int dt, void *y, const void *x, float alpha, size_t n) { k_pq(st, dt, y, y, x, alpha, n); }
 
 /* 32×32 tiles through shared memory (padded against bank conflicts). The tiles cover the
  * output rows' whole stride, so those past `rows` write the pads' zeros. */
@@ -173,6 +150,10 @@ void k_convert(cudaStream_t st, void *dst, int dt_dst, int ld_dst, const void *s
                int cols) {
     size_t n = (size_t)rows * cols;
     if (!n) return;
+    if (dt_dst == TRM_BF16 && dt_src == TRM_F32 && (rows == 1 || (ld_dst == cols && ld_src == cols))) {
+        k_to_bf16(st, dst, (const float *)src, n); /* contiguous: the 16-byte kernel */
+        return;
+    }
     unsigned g = grid_for(n, 256);
     if (dt_dst == TRM_BF16 && dt_src == TRM_F32)
         convert_kernel<<<g, 256, 0, st>>>((bf16 *)dst, ld_dst, (const float *)src, ld_src, rows, cols);

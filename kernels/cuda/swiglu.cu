@@ -1,7 +1,7 @@
 /* swiglu.cu — SwiGLU on the [gate | up] GEMM output (rows × 2I → rows × I) and its backward,
  * in PyTorch's formulas (silu(g)·u; dg = d·u·σ·(1 + g(1 − σ)), du = d·silu(g)), on activations
  * of either type with fp32 arithmetic; 16 bytes of each operand per thread where I allows. */
-#include "common.cuh"
+#include "mma.cuh"
 
 __device__ __forceinline__ float silu_f(float g) { return g / (1.f + __expf(-g)); }
 
@@ -106,40 +106,17 @@ void k_swiglu_bwd(cudaStream_t st, int dt, void *dgu, void *out, const void *dou
 #define GU_KMAX 128
 #define GU_LD (GU_KMAX + 8) /* padded rows: conflict-free ldmatrix */
 
-__device__ __forceinline__ void gu_ldsm4(uint32_t r[4], const bf16 *p) {
-    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
-}
-__device__ __forceinline__ void gu_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-                 "{%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-/* nrows rows of k16 (K rounded up to 16) bf16 into a padded tile; past `valid` rows or K
- * columns, zeros */
-__device__ __forceinline__ void gu_fetch(bf16 *tile, const bf16 *src, size_t ld, int nrows, int valid, int K, int k16) {
-    int chunks = k16 / 8;
-    for (int i = threadIdx.x; i < nrows * chunks; i += blockDim.x) {
-        int r = i / chunks, c = (i % chunks) * 8;
-        int ok = r < valid && c < K;
-        const bf16 *g = src + (ok ? (size_t)r * ld + c : 0);
-        uint32_t d = (uint32_t)__cvta_generic_to_shared(tile + r * GU_LD + c);
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(g), "r"(ok ? 16 : 0));
-    }
-}
-
 __global__ void __launch_bounds__(256) gate_up_swiglu_kernel(bf16 *act, bf16 *gu, const bf16 *x, int ldx,
                                                              const bf16 *w, int ldw, int rows, int I, int K) {
     extern __shared__ __align__(16) bf16 smem[];
     bf16 *sX = smem, *sW = smem + GU_BM * GU_LD; /* sW: 64 gate rows then 64 up rows */
     int n0 = blockIdx.x * GU_BN, r0 = blockIdx.y * GU_BM, k16 = (K + 15) / 16 * 16;
     int nb = min(GU_BN, I - n0);
-    gu_fetch(sX, x + (size_t)r0 * ldx, ldx, GU_BM, rows - r0, K, k16);
-    gu_fetch(sW, w + (size_t)n0 * ldw, ldw, GU_BN, nb, K, k16);
-    gu_fetch(sW + GU_BN * GU_LD, w + (size_t)(I + n0) * ldw, ldw, GU_BN, nb, K, k16);
-    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n");
+    cp_async_rows(sX, GU_LD, x, ldx, r0, GU_BM, rows, k16 / 8, K);
+    cp_async_rows(sW, GU_LD, w + (size_t)n0 * ldw, ldw, 0, GU_BN, nb, k16 / 8, K);
+    cp_async_rows(sW + GU_BN * GU_LD, GU_LD, w + (size_t)(I + n0) * ldw, ldw, 0, GU_BN, nb, k16 / 8, K);
+    cp_async_commit();
+    cp_async_wait<0>();
     __syncthreads();
     int warp = threadIdx.x >> 5, l = threadIdx.x & 31, mq = l >> 3;
     int wm = (warp & 3) * 32, wn = (warp >> 2) * 32; /* the warp's rows and columns in the tile */
@@ -154,19 +131,19 @@ __global__ void __launch_bounds__(256) gate_up_swiglu_kernel(bf16 *act, bf16 *gu
         uint32_t a[2][4];
 #pragma unroll
         for (int mt = 0; mt < 2; mt++)
-            gu_ldsm4(a[mt], sX + (wm + mt * 16 + (l & 7) + (mq & 1) * 8) * GU_LD + kk * 16 + (mq >> 1) * 8);
+            ldsm4(a[mt], sX + (wm + mt * 16 + (l & 7) + (mq & 1) * 8) * GU_LD + kk * 16 + (mq >> 1) * 8);
 #pragma unroll
         for (int half = 0; half < 2; half++) { /* gate rows, then up rows */
             const bf16 *wt = sW + half * GU_BN * GU_LD;
 #pragma unroll
             for (int j = 0; j < 4; j += 2) {
                 uint32_t b[4];
-                gu_ldsm4(b, wt + (wn + (j + (mq >> 1)) * 8 + (l & 7)) * GU_LD + kk * 16 + (mq & 1) * 8);
+                ldsm4(b, wt + (wn + (j + (mq >> 1)) * 8 + (l & 7)) * GU_LD + kk * 16 + (mq & 1) * 8);
 #pragma unroll
                 for (int mt = 0; mt < 2; mt++) {
                     float(*acc)[4] = half ? au[mt] : ag[mt];
-                    gu_mma(acc[j], a[mt], b[0], b[1]);
-                    gu_mma(acc[j + 1], a[mt], b[2], b[3]);
+                    mma16816(acc[j], a[mt], b[0], b[1]);
+                    mma16816(acc[j + 1], a[mt], b[2], b[3]);
                 }
             }
         }
