@@ -10,7 +10,7 @@ OUT=${1:-.dev/pkg}
 BUILD=${2:-.dev/build}
 mkdir -p "$OUT"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTRM_MPI=OFF -DTRM_VULKAN=OFF \
-  -DCMAKE_CUDA_ARCHITECTURES=90-real -DTRM_SHARED_DIR=/tmp/trm-shared >/dev/null
+  -DCMAKE_CUDA_ARCHITECTURES=90a-real -DTRM_SHARED_DIR=/tmp/trm-shared >/dev/null
 cmake --build "$BUILD" -j2 --target trm test_golden test_backend_parity bench_cublaslt >/dev/null
 for t in trm tests/test_golden tests/test_backend_parity bench_cublaslt; do
   strip -o "$OUT/$(basename "$t")" "$BUILD/$t"

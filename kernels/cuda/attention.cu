@@ -1,5 +1,7 @@
 /* attention.cu — non-causal attention. bf16 runs with head dim 64 take the fused kernels at the
- * end of this file (flash-attention style, tensor cores, no T×T scores in memory). Otherwise
+ * end of this file (flash-attention style, tensor cores, no T×T scores in memory): on Hopper
+ * (an sm_90a build on a 9.0 device) the wgmma kernels, elsewhere the mma.sync ones; both
+ * deterministic (TRM_FLASH_WGMMA=0 picks mma.sync on Hopper too, to compare). Otherwise
  * the elementwise parts around the backend's batched GEMMs: row softmax with the log-sum-exp
  * saved, its recomputation from the lse in the backward, rowsum(dO∘O) (the fused backward uses
  * it too) and dS = P∘(dP − rowsum). Scores are one head's (B, T, T) at a time (head h of H), so
@@ -299,6 +301,433 @@ __global__ void __launch_bounds__(32 * FA_FWD_WARPS) flash_fwd_kernel(bf16 *out,
     }
 }
 
+/* ---- forward on Hopper (sm_90a): wgmma -------------------------------------------------
+ * Each warpgroup owns 64 queries (FW_WG of them a block share the streamed K/V tiles). The
+ * products are asynchronous: a tile's S = Q·Kᵀ and the previous tile's O += P·V are issued
+ * together, and the softmax of S runs while P·V is still on the tensor cores (FlashAttention-3's
+ * intra-warpgroup overlap), which mma.sync with two warps a scheduler could not do. K and V
+ * tiles sit in shared memory in the 128-byte-swizzled layout the descriptors name (V read
+ * N-major, so one copy of each tile serves); FW_NS stages, each fetched two tiles ahead.
+ * Measured in one maze_att step (H100, Nsight Compute): forward 1.47 ms against the mma.sync
+ * kernel's 1.88, dQ pass 2.04 against 2.28, dK/dV pass 2.76 against 3.18. */
+#define FW_NS 4
+/* warpgroups a block in all three kernels; measured on maze_att (H100, ms/step with fwd, dQ,
+ * dK/dV blocks of 1/2/3 warpgroups): 2,2,2 229.8; 3,2,2 229.7; 1,2,2 235.8; 2,1,2 231.2;
+ * 2,2,1 232.5; 1,1,1 240.1 (3 in the backward caps registers at 168: spills) */
+#define FW_WG 2
+#define FW_TILE (FA_T * FA_D) /* bf16 of one swizzled 64 × 64 tile: 8 KiB */
+#define FW_SMEM(WG) ((FW_NS * 2 * FW_TILE + (WG) * 64 * FA_LD) * 2 + 1024)
+
+/* rows [r0, r0 + nrows) of a bf16 (T, ld) matrix into a swizzled tile; rows past T zero-filled */
+__device__ __forceinline__ void fw_fetch(bf16 *tile, const bf16 *src, size_t ld, int r0, int T, int nrows = FA_T) {
+    uint32_t base = (uint32_t)__cvta_generic_to_shared(tile);
+    for (int i = threadIdx.x; i < nrows * 8; i += blockDim.x) {
+        int r = i >> 3, c = i & 7, ok = r0 + r < T;
+        const bf16 *g = src + (ok ? (size_t)(r0 + r) * ld + c * 8 : 0);
+        uint32_t d = base + r * 128 + ((c ^ (r & 7)) << 4);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(g), "r"(ok ? 16 : 0));
+    }
+}
+
+/* One tile's online softmax for a warp's 16 rows (two per thread, m/l each): masks keys past T,
+ * returns the rescale factors of the running sums and the probabilities as bf16 A fragments. */
+__device__ __forceinline__ void fw_softmax(float s[8][4], uint32_t pn[4][4], float ml[4], float c[2], int k0, int T,
+                                           float sl2) {
+    int t = threadIdx.x & 3;
+    if (k0 + FA_T > T)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                if (k0 + j * 8 + 2 * t + (e & 1) >= T) s[j][e] = -INFINITY;
+    float v0[8], v1[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) v0[j] = fmaxf(s[j][0], s[j][1]), v1[j] = fmaxf(s[j][2], s[j][3]);
+#pragma unroll
+    for (int w2 = 4; w2 > 0; w2 >>= 1)
+#pragma unroll
+        for (int j = 0; j < w2; j++) v0[j] = fmaxf(v0[j], v0[j + w2]), v1[j] = fmaxf(v1[j], v1[j + w2]);
+    float mx0 = fmaxf(ml[0], v0[0]), mx1 = fmaxf(ml[1], v1[0]);
+    for (int x = 1; x < 4; x <<= 1) {
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
+    }
+    c[0] = ex2((ml[0] - mx0) * sl2), c[1] = ex2((ml[1] - mx1) * sl2); /* 0 before the first tile */
+    ml[0] = mx0, ml[1] = mx1;
+    float b0 = -mx0 * sl2, b1 = -mx1 * sl2;
+    float a0[4] = {0.f, 0.f, 0.f, 0.f}, a1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        float e0 = ex2(fmaf(s[j][0], sl2, b0)), e1 = ex2(fmaf(s[j][1], sl2, b0));
+        float e2 = ex2(fmaf(s[j][2], sl2, b1)), e3 = ex2(fmaf(s[j][3], sl2, b1));
+        a0[j & 3] += e0 + e1, a1[j & 3] += e2 + e3;
+        pn[j >> 1][(j & 1) * 2] = pack_bf16(e0, e1);
+        pn[j >> 1][(j & 1) * 2 + 1] = pack_bf16(e2, e3);
+    }
+    ml[2] = ml[2] * c[0] + ((a0[0] + a0[1]) + (a0[2] + a0[3]));
+    ml[3] = ml[3] * c[1] + ((a1[0] + a1[1]) + (a1[2] + a1[3]));
+}
+
+#if defined(TRM_WGMMA)
+/* Waits for tile it, then starts the fetch of tile it + 2 into the stage tile it - 2 left. */
+__device__ __forceinline__ void fw_next(bf16 *sKV, const bf16 *K, const bf16 *V, size_t ld, int it, int n, int T) {
+    cp_async_wait<1>(); /* tile it landed; it + 1 may still be in flight */
+    fence_async_smem();
+    __syncthreads(); /* also: every warpgroup is done with tile it - 2's stage */
+    if (it + 2 < n) {
+        bf16 *st = sKV + ((it + 2) % FW_NS) * 2 * FW_TILE;
+        fw_fetch(st, K, ld, (it + 2) * FA_T, T);
+        fw_fetch(st + FW_TILE, V, ld, (it + 2) * FA_T, T);
+    }
+    cp_async_commit();
+}
+
+/* The descriptors of a tile's four k-steps: K is read K-major (+32 bytes along d a step), V
+ * N-major (+16 keys = 2 KiB a step). */
+__device__ __forceinline__ void fw_descs(uint64_t d[4], const bf16 *tile, int nmajor) {
+    uint64_t d0 = nmajor ? wg_desc(tile, 8192, 1024) : wg_desc(tile, 16, 1024);
+#pragma unroll
+    for (int k = 0; k < 4; k++) d[k] = d0 + (uint64_t)(nmajor ? 128 * k : 2 * k);
+}
+/* d = (ACC ? d : 0) + A·B over the four k-steps, issued (the caller commits and waits) */
+template <int TB, int ACC>
+__device__ __forceinline__ void fw_mma(float d[8][4], const uint32_t a[4][4], const uint64_t desc[4]) {
+    wg_m64n64k16<TB, ACC>(d, a[0], desc[0]);
+    wg_m64n64k16<TB, 1>(d, a[1], desc[1]);
+    wg_m64n64k16<TB, 1>(d, a[2], desc[2]);
+    wg_m64n64k16<TB, 1>(d, a[3], desc[3]);
+}
+#endif
+
+/* Warpgroups past T compute on the zero rows too (their results are not stored): a branch
+ * around the products would make the compiler serialise every wgmma. */
+template <int WG>
+__global__ void __launch_bounds__(128 * WG) flash_fwd_wg_kernel(bf16 *out, float *lse, const bf16 *q16, int T, int H,
+                                                                   float sl2) {
+#if defined(TRM_WGMMA)
+    extern __shared__ unsigned char fw_raw[];
+    bf16 *sKV = (bf16 *)(((uintptr_t)fw_raw + 1023) & ~(uintptr_t)1023); /* swizzle atoms are 1 KiB aligned */
+    bf16 *sQ = sKV + FW_NS * 2 * FW_TILE;
+    int h = blockIdx.y, b = blockIdx.z, wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3;
+    int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    int q0 = blockIdx.x * 64 * WG, qw = q0 + wg * 64;
+    size_t ld = (size_t)3 * H * FA_D;
+    const bf16 *Q = q16 + (size_t)b * T * ld + h * FA_D, *K = Q + H * FA_D, *V = Q + 2 * H * FA_D;
+    int n = (T + FA_T - 1) / FA_T;
+    fa_fetch(sQ, Q, ld, q0, 64 * WG, T);
+    fw_fetch(sKV, K, ld, 0, T);
+    fw_fetch(sKV + FW_TILE, V, ld, 0, T);
+    cp_async_commit();
+    if (n > 1) fw_fetch(sKV + 2 * FW_TILE, K, ld, FA_T, T), fw_fetch(sKV + 3 * FW_TILE, V, ld, FA_T, T);
+    cp_async_commit();
+    float o[8][4], s[8][4], ml[4] = {-INFINITY, -INFINITY, 0.f, 0.f}, c[2];
+    uint32_t qa[4][4], p[4][4], pn[4][4];
+    fa_zero(o);
+    fw_next(sKV, K, V, ld, 0, n, T);
+    fa_afrag(qa, sQ, wg * 64 + w * 16);
+    uint64_t dk[4], dv[4];
+    fw_descs(dk, sKV, 0);
+    wg_fence_u(qa);
+    wg_fence_desc(dk);
+    wg_fence();
+    fw_mma<0, 0>(s, qa, dk);
+    wg_commit();
+    wg_wait<0>();
+    wg_fence_f(s);
+    wg_fence_u(qa);
+    wg_fence_desc(dk);
+    fw_softmax(s, p, ml, c, 0, T, sl2);
+    for (int it = 1; it < n; it++) {
+        fw_next(sKV, K, V, ld, it, n, T);
+        fw_descs(dk, sKV + (it % FW_NS) * 2 * FW_TILE, 0);
+        fw_descs(dv, sKV + ((it - 1) % FW_NS) * 2 * FW_TILE + FW_TILE, 1);
+        wg_fence_f(o);
+        wg_fence_u(p);
+        wg_fence_desc(dk);
+        wg_fence_desc(dv);
+        wg_fence();
+        fw_mma<0, 0>(s, qa, dk);
+        wg_commit();
+        fw_mma<1, 1>(o, p, dv);
+        wg_commit();
+        wg_wait<1>(); /* S; the previous tile's P·V runs on while its softmax is computed */
+        wg_fence_f(s);
+        wg_fence_desc(dk);
+        fw_softmax(s, pn, ml, c, it * FA_T, T, sl2);
+        wg_wait<0>();
+        wg_fence_f(o);
+        wg_fence_u(p);
+        wg_fence_desc(dv);
+#pragma unroll
+        for (int j = 0; j < 8; j++) o[j][0] *= c[0], o[j][1] *= c[0], o[j][2] *= c[1], o[j][3] *= c[1];
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) p[k][e] = pn[k][e];
+    }
+    fw_descs(dv, sKV + ((n - 1) % FW_NS) * 2 * FW_TILE + FW_TILE, 1);
+    wg_fence_f(o);
+    wg_fence_u(p);
+    wg_fence_desc(dv);
+    wg_fence();
+    fw_mma<1, 1>(o, p, dv);
+    wg_commit();
+    wg_wait<0>();
+    wg_fence_f(o);
+    wg_fence_u(p);
+    wg_fence_desc(dv);
+    float l0 = ml[2], l1 = ml[3];
+    for (int x = 1; x < 4; x <<= 1) {
+        l0 += __shfl_xor_sync(0xffffffffu, l0, x);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, x);
+    }
+    int r0 = qw + w * 16;
+    if (r0 >= T) return;
+    fa_store(out + (size_t)b * T * H * FA_D + h * FA_D, (size_t)H * FA_D, r0, T, o, 1.f / l0, 1.f / l1);
+    if (t == 0) {
+        float *L = lse + ((size_t)b * H + h) * T;
+        if (r0 + g < T) L[r0 + g] = (ml[0] * sl2 + log2f(l0)) / LOG2E;
+        if (r0 + g + 8 < T) L[r0 + g + 8] = (ml[1] * sl2 + log2f(l1)) / LOG2E;
+    }
+#else
+    __trap();
+#endif
+}
+
+/* ---- backward on Hopper (sm_90a): the same two deterministic passes on wgmma ---------------
+ * dQ: each warpgroup owns 64 queries and streams K/V tiles as the forward does: S = Q·Kᵀ and
+ * dP = dO·Vᵀ of a tile are issued with the previous tile's dQ += dS·K, whose product runs while
+ * this tile's dS is computed. K is read K-major for S and N-major for dQ, one copy serving both. */
+#define FQ_SMEM(WG) ((FW_NS * 2 * FW_TILE + 2 * (WG) * 64 * FA_LD) * 2 + 1024)
+
+#if defined(TRM_WGMMA)
+/* dS = P∘(dP − D) of one tile (fp32, in place of dP); P from the scores and the row's lse·log2e.
+ * The bf16 A fragments are packed only after the wait that ends the product reading the old
+ * ones: writing fragment registers while a wgmma is in flight made the compiler serialise the
+ * products (C7513; measured: the dK/dV pass 4.5 ms against 2.8). */
+__device__ __forceinline__ void fq_ds(const float s[8][4], float dp[8][4], const float L[2], const float D[2], int k0,
+                                      int T, float sl2) {
+    int t = threadIdx.x & 3;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float pe = ex2(fmaf(s[j][e], sl2, -L[e >> 1]));
+            dp[j][e] = (k0 + j * 8 + 2 * t + (e & 1) < T ? pe : 0.f) * (dp[j][e] - D[e >> 1]);
+        }
+}
+/* fp32 C fragments (16 rows × 64) as the bf16 A fragments of the next product (4 k-steps) */
+__device__ __forceinline__ void c_to_a(const float c[8][4], uint32_t a[4][4]) {
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        a[j >> 1][(j & 1) * 2] = pack_bf16(c[j][0], c[j][1]);
+        a[j >> 1][(j & 1) * 2 + 1] = pack_bf16(c[j][2], c[j][3]);
+    }
+}
+#endif
+
+template <int WG>
+__global__ void __launch_bounds__(128 * WG) flash_bwd_q_wg_kernel(bf16 *dqkv, const bf16 *q16, const bf16 *o16,
+                                                                     const float *lse, const float *dr, int T, int H,
+                                                                     float sl2, float scale) {
+#if defined(TRM_WGMMA)
+    extern __shared__ unsigned char fw_raw[];
+    bf16 *sKV = (bf16 *)(((uintptr_t)fw_raw + 1023) & ~(uintptr_t)1023);
+    bf16 *sQ = sKV + FW_NS * 2 * FW_TILE, *sO = sQ + WG * 64 * FA_LD;
+    int h = blockIdx.y, b = blockIdx.z, wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3;
+    int g = (threadIdx.x & 31) >> 2;
+    int q0 = blockIdx.x * 64 * WG, r0 = q0 + wg * 64 + w * 16;
+    size_t ld = (size_t)3 * H * FA_D, ldo = (size_t)H * FA_D;
+    const bf16 *Q = q16 + (size_t)b * T * ld + h * FA_D, *K = Q + H * FA_D, *V = Q + 2 * H * FA_D;
+    const bf16 *dO = o16 + (size_t)b * T * ldo + h * FA_D;
+    const float *Lr = lse + ((size_t)b * H + h) * T, *Dr = dr + ((size_t)b * H + h) * T;
+    int n = (T + FA_T - 1) / FA_T;
+    fa_fetch(sQ, Q, ld, q0, 64 * WG, T);
+    fa_fetch(sO, dO, ldo, q0, 64 * WG, T);
+    fw_fetch(sKV, K, ld, 0, T);
+    fw_fetch(sKV + FW_TILE, V, ld, 0, T);
+    cp_async_commit();
+    if (n > 1) fw_fetch(sKV + 2 * FW_TILE, K, ld, FA_T, T), fw_fetch(sKV + 3 * FW_TILE, V, ld, FA_T, T);
+    cp_async_commit();
+    float L[2], D[2];
+    L[0] = r0 + g < T ? Lr[r0 + g] * LOG2E : INFINITY, L[1] = r0 + g + 8 < T ? Lr[r0 + g + 8] * LOG2E : INFINITY;
+    D[0] = r0 + g < T ? Dr[r0 + g] : 0.f, D[1] = r0 + g + 8 < T ? Dr[r0 + g + 8] : 0.f;
+    float s[8][4], dp[8][4], dq[8][4];
+    uint32_t qa[4][4], oa[4][4], ds[4][4];
+    uint64_t dk[4], dv[4], dkn[4];
+    fa_zero(dq);
+    fw_next(sKV, K, V, ld, 0, n, T);
+    fa_afrag(qa, sQ, wg * 64 + w * 16);
+    fa_afrag(oa, sO, wg * 64 + w * 16);
+    fw_descs(dk, sKV, 0);
+    fw_descs(dv, sKV + FW_TILE, 0);
+    wg_fence_u(qa), wg_fence_u(oa), wg_fence_desc(dk), wg_fence_desc(dv);
+    wg_fence();
+    fw_mma<0, 0>(s, qa, dk);
+    fw_mma<0, 0>(dp, oa, dv);
+    wg_commit();
+    wg_wait<0>();
+    wg_fence_f(s), wg_fence_f(dp), wg_fence_u(qa), wg_fence_u(oa);
+    fq_ds(s, dp, L, D, 0, T, sl2);
+    c_to_a(dp, ds);
+    for (int it = 1; it < n; it++) {
+        fw_next(sKV, K, V, ld, it, n, T);
+        bf16 *st = sKV + (it % FW_NS) * 2 * FW_TILE;
+        fw_descs(dk, st, 0);
+        fw_descs(dv, st + FW_TILE, 0);
+        fw_descs(dkn, sKV + ((it - 1) % FW_NS) * 2 * FW_TILE, 1);
+        wg_fence_f(dq), wg_fence_u(ds), wg_fence_desc(dk), wg_fence_desc(dv), wg_fence_desc(dkn);
+        wg_fence();
+        fw_mma<0, 0>(s, qa, dk);
+        fw_mma<0, 0>(dp, oa, dv);
+        wg_commit();
+        fw_mma<1, 1>(dq, ds, dkn);
+        wg_commit();
+        wg_wait<1>(); /* S and dP; the previous tile's dQ product runs on */
+        wg_fence_f(s), wg_fence_f(dp);
+        fq_ds(s, dp, L, D, it * FA_T, T, sl2); /* in fp32: registers no product in flight reads */
+        wg_wait<0>();
+        wg_fence_f(dq), wg_fence_u(ds);
+        c_to_a(dp, ds);
+    }
+    fw_descs(dkn, sKV + ((n - 1) % FW_NS) * 2 * FW_TILE, 1);
+    wg_fence_f(dq), wg_fence_u(ds), wg_fence_desc(dkn);
+    wg_fence();
+    fw_mma<1, 1>(dq, ds, dkn);
+    wg_commit();
+    wg_wait<0>();
+    wg_fence_f(dq), wg_fence_u(ds);
+    if (r0 < T) fa_store(dqkv + (size_t)b * T * ld + h * FA_D, ld, r0, T, dq, scale, scale);
+#else
+    __trap();
+#endif
+}
+
+/* dK, dV: each warpgroup owns 64 keys (their K and V rows as A fragments) and streams 64-query
+ * tiles of Q and dO with their lse and rowsum: Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ of a tile are issued
+ * with the previous tile's dV += Pᵀ·dO and dK += dSᵀ·Q (Q and dO read K-major, then N-major).
+ * lse and rowsum arrive by cp.async too, zero past T: those queries' Q and dO rows are zero, so
+ * their Pᵀ = 1 meets zero rows in both products. */
+#define FK_SMEM(WG) ((FW_NS * 2 * FW_TILE + 2 * (WG) * 64 * FA_LD) * 2 + FW_NS * 2 * FA_T * 4 + 1024)
+
+#if defined(TRM_WGMMA)
+__device__ __forceinline__ void fk_fetch(bf16 *sQO, float *sLD, const bf16 *Q, const bf16 *dO, const float *Lr,
+                                         const float *Dr, size_t ld, size_t ldo, int it, int T) {
+    int sn = it % FW_NS, q1 = it * FA_T;
+    fw_fetch(sQO + sn * 2 * FW_TILE, Q, ld, q1, T);
+    fw_fetch(sQO + sn * 2 * FW_TILE + FW_TILE, dO, ldo, q1, T);
+    for (int i = threadIdx.x; i < 2 * FA_T; i += blockDim.x) {
+        int q = q1 + (i & (FA_T - 1)), ok = q < T;
+        const float *g = (i < FA_T ? Lr : Dr) + (ok ? q : 0);
+        uint32_t d = (uint32_t)__cvta_generic_to_shared(sLD + sn * 2 * FA_T + i);
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(g), "r"(ok ? 4 : 0));
+    }
+}
+__device__ __forceinline__ void fk_next(bf16 *sQO, float *sLD, const bf16 *Q, const bf16 *dO, const float *Lr,
+                                        const float *Dr, size_t ld, size_t ldo, int it, int n, int T) {
+    cp_async_wait<1>();
+    fence_async_smem();
+    __syncthreads(); /* tile it landed; every warpgroup is done with tile it - 2's stage */
+    if (it + 2 < n) fk_fetch(sQO, sLD, Q, dO, Lr, Dr, ld, ldo, it + 2, T);
+    cp_async_commit();
+}
+/* Pᵀ and dSᵀ = Pᵀ∘(dPᵀ − D) of one tile in fp32, in place (rows = keys, columns = queries) */
+__device__ __forceinline__ void fk_pds(float st[8][4], float dpt[8][4], const float *sL, const float *sD, float sl2) {
+    int t = threadIdx.x & 3;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int q = j * 8 + 2 * t + (e & 1);
+            st[j][e] = ex2(fmaf(st[j][e], sl2, -sL[q] * LOG2E));
+            dpt[j][e] = st[j][e] * (dpt[j][e] - sD[q]);
+        }
+}
+#endif
+
+template <int WG>
+__global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, const bf16 *q16, const bf16 *o16,
+                                                                      const float *lse, const float *dr, int T, int H,
+                                                                      float sl2, float scale) {
+#if defined(TRM_WGMMA)
+    extern __shared__ unsigned char fw_raw[];
+    bf16 *sQO = (bf16 *)(((uintptr_t)fw_raw + 1023) & ~(uintptr_t)1023);
+    bf16 *sK = sQO + FW_NS * 2 * FW_TILE, *sV = sK + WG * 64 * FA_LD;
+    float *sLD = (float *)(sV + WG * 64 * FA_LD);
+    int h = blockIdx.y, b = blockIdx.z, wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3;
+    int k0 = blockIdx.x * 64 * WG, r0 = k0 + wg * 64 + w * 16;
+    size_t ld = (size_t)3 * H * FA_D, ldo = (size_t)H * FA_D;
+    const bf16 *Q = q16 + (size_t)b * T * ld + h * FA_D, *K = Q + H * FA_D, *V = Q + 2 * H * FA_D;
+    const bf16 *dO = o16 + (size_t)b * T * ldo + h * FA_D;
+    const float *Lr = lse + ((size_t)b * H + h) * T, *Dr = dr + ((size_t)b * H + h) * T;
+    int n = (T + FA_T - 1) / FA_T;
+    fa_fetch(sK, K, ld, k0, 64 * WG, T);
+    fa_fetch(sV, V, ld, k0, 64 * WG, T);
+    fk_fetch(sQO, sLD, Q, dO, Lr, Dr, ld, ldo, 0, T);
+    cp_async_commit();
+    if (n > 1) fk_fetch(sQO, sLD, Q, dO, Lr, Dr, ld, ldo, 1, T);
+    cp_async_commit();
+    float st[8][4], dpt[8][4], dk[8][4], dv[8][4];
+    uint32_t ka[4][4], va[4][4], pa[4][4], da[4][4];
+    uint64_t dqd[4], dod[4], qn[4], on[4];
+    fa_zero(dk), fa_zero(dv);
+    fk_next(sQO, sLD, Q, dO, Lr, Dr, ld, ldo, 0, n, T);
+    fa_afrag(ka, sK, wg * 64 + w * 16);
+    fa_afrag(va, sV, wg * 64 + w * 16);
+    fw_descs(dqd, sQO, 0);
+    fw_descs(dod, sQO + FW_TILE, 0);
+    wg_fence_u(ka), wg_fence_u(va), wg_fence_desc(dqd), wg_fence_desc(dod);
+    wg_fence();
+    fw_mma<0, 0>(st, ka, dqd);
+    fw_mma<0, 0>(dpt, va, dod);
+    wg_commit();
+    wg_wait<0>();
+    wg_fence_f(st), wg_fence_f(dpt), wg_fence_u(ka), wg_fence_u(va);
+    fk_pds(st, dpt, sLD, sLD + FA_T, sl2);
+    c_to_a(st, pa), c_to_a(dpt, da);
+    for (int it = 1; it < n; it++) {
+        fk_next(sQO, sLD, Q, dO, Lr, Dr, ld, ldo, it, n, T);
+        const bf16 *sq = sQO + (it % FW_NS) * 2 * FW_TILE, *sp = sQO + ((it - 1) % FW_NS) * 2 * FW_TILE;
+        fw_descs(dqd, sq, 0);
+        fw_descs(dod, sq + FW_TILE, 0);
+        fw_descs(qn, sp, 1);
+        fw_descs(on, sp + FW_TILE, 1);
+        wg_fence_f(dk), wg_fence_f(dv), wg_fence_u(pa), wg_fence_u(da);
+        wg_fence_desc(dqd), wg_fence_desc(dod), wg_fence_desc(qn), wg_fence_desc(on);
+        wg_fence();
+        fw_mma<0, 0>(st, ka, dqd);
+        fw_mma<0, 0>(dpt, va, dod);
+        wg_commit();
+        fw_mma<1, 1>(dv, pa, on);
+        fw_mma<1, 1>(dk, da, qn);
+        wg_commit();
+        wg_wait<1>(); /* Sᵀ and dPᵀ; the previous tile's dV and dK products run on */
+        wg_fence_f(st), wg_fence_f(dpt);
+        const float *sl = sLD + (it % FW_NS) * 2 * FA_T;
+        fk_pds(st, dpt, sl, sl + FA_T, sl2); /* in fp32: registers no product in flight reads */
+        wg_wait<0>();
+        wg_fence_f(dk), wg_fence_f(dv), wg_fence_u(pa), wg_fence_u(da);
+        c_to_a(st, pa), c_to_a(dpt, da);
+    }
+    const bf16 *sp = sQO + ((n - 1) % FW_NS) * 2 * FW_TILE;
+    fw_descs(qn, sp, 1);
+    fw_descs(on, sp + FW_TILE, 1);
+    wg_fence_f(dk), wg_fence_f(dv), wg_fence_u(pa), wg_fence_u(da), wg_fence_desc(qn), wg_fence_desc(on);
+    wg_fence();
+    fw_mma<1, 1>(dv, pa, on);
+    fw_mma<1, 1>(dk, da, qn);
+    wg_commit();
+    wg_wait<0>();
+    wg_fence_f(dk), wg_fence_f(dv), wg_fence_u(pa), wg_fence_u(da);
+    if (r0 < T) {
+        fa_store(dqkv + (size_t)b * T * ld + (H + h) * FA_D, ld, r0, T, dk, scale, scale);
+        fa_store(dqkv + (size_t)b * T * ld + (2 * H + h) * FA_D, ld, r0, T, dv, 1.f, 1.f);
+    }
+#else
+    __trap();
+#endif
+}
+
 /* ---- backward: two passes without atomics, each warp owning two 16-row tiles (32 keys, or 32
  * queries), the streamed 64-row tiles taken 16 rows at a time: a K/Q/V/dO fragment read from
  * shared memory feeds four products. */
@@ -507,17 +936,59 @@ int k_flash_ok(const void *a, const void *b, int hd) {
     return hd == FA_D && ((uintptr_t)a & 15u) == 0 && ((uintptr_t)b & 15u) == 0;
 }
 
-void k_flash_fwd(cudaStream_t st, void *out, float *lse, const void *qkv, int B, int T, int H) {
+template <int WG> static int wg_attr(void) {
+    return cudaFuncSetAttribute(flash_fwd_wg_kernel<WG>, cudaFuncAttributeMaxDynamicSharedMemorySize, FW_SMEM(WG)) == cudaSuccess &&
+           cudaFuncSetAttribute(flash_bwd_q_wg_kernel<WG>, cudaFuncAttributeMaxDynamicSharedMemorySize, FQ_SMEM(WG)) == cudaSuccess &&
+           cudaFuncSetAttribute(flash_bwd_kv_wg_kernel<WG>, cudaFuncAttributeMaxDynamicSharedMemorySize, FK_SMEM(WG)) == cudaSuccess;
+}
+template <int WG> static void fw_launch(cudaStream_t st, bf16 *out, float *lse, const bf16 *qkv, int B, int T, int H, float sl2) {
+    dim3 grid((unsigned)((T + 64 * WG - 1) / (64 * WG)), (unsigned)H, (unsigned)B);
+    flash_fwd_wg_kernel<WG><<<grid, 128 * WG, FW_SMEM(WG), st>>>(out, lse, qkv, T, H, sl2);
+}
+template <int WG> static void fk_launch(cudaStream_t st, bf16 *dqkv, const bf16 *q, const bf16 *o, const float *lse,
+                                        const float *dr, int B, int T, int H, float scale) {
+    dim3 grid((unsigned)((T + 64 * WG - 1) / (64 * WG)), (unsigned)H, (unsigned)B);
+    flash_bwd_kv_wg_kernel<WG><<<grid, 128 * WG, FK_SMEM(WG), st>>>(dqkv, q, o, lse, dr, T, H, scale * LOG2E, scale);
+}
+template <int WG> static void fq_launch(cudaStream_t st, bf16 *dqkv, const bf16 *q, const bf16 *o, const float *lse,
+                                        const float *dr, int B, int T, int H, float scale) {
+    dim3 grid((unsigned)((T + 64 * WG - 1) / (64 * WG)), (unsigned)H, (unsigned)B);
+    flash_bwd_q_wg_kernel<WG><<<grid, 128 * WG, FQ_SMEM(WG), st>>>(dqkv, q, o, lse, dr, T, H, scale * LOG2E, scale);
+}
+
+int k_flash_wgmma(void) {
+#if defined(TRM_CUDA_SM90A)
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev))
+        return 0;
+    if (major != 9 || minor != 0) return 0;
+    return wg_attr<FW_WG>();
+#else
+    return 0;
+#endif
+}
+
+void k_flash_fwd(cudaStream_t st, int wgmma, void *out, float *lse, const void *qkv, int B, int T, int H) {
+    if (wgmma) {
+        fw_launch<FW_WG>(st, (bf16 *)out, lse, (const bf16 *)qkv, B, T, H, LOG2E / sqrtf((float)FA_D));
+        return;
+    }
     int rows = FA_FWD_WARPS * 16 * FA_MT;
     dim3 grid((unsigned)((T + rows - 1) / rows), (unsigned)H, (unsigned)B);
     flash_fwd_kernel<<<grid, 32 * FA_FWD_WARPS, 0, st>>>((bf16 *)out, lse, (const bf16 *)qkv, T, H, LOG2E / sqrtf((float)FA_D));
 }
 
-void k_flash_bwd(cudaStream_t st, void *dqkv, const void *dout, const void *qkv, const float *lse, const float *dr,
-                 int B, int T, int H) {
+void k_flash_bwd(cudaStream_t st, int wgmma, void *dqkv, const void *dout, const void *qkv, const float *lse,
+                 const float *dr, int B, int T, int H) {
     dim3 grid((unsigned)((T + FB_ROWS - 1) / FB_ROWS), (unsigned)H, (unsigned)B);
     float scale = 1.0f / sqrtf((float)FA_D);
     const bf16 *q = (const bf16 *)qkv, *o = (const bf16 *)dout;
+    if (wgmma) {
+        fk_launch<FW_WG>(st, (bf16 *)dqkv, q, o, lse, dr, B, T, H, scale);
+        fq_launch<FW_WG>(st, (bf16 *)dqkv, q, o, lse, dr, B, T, H, scale);
+        return;
+    }
     flash_bwd_kv_kernel<<<grid, 128, 0, st>>>((bf16 *)dqkv, q, o, lse, dr, T, H, scale * LOG2E, scale);
     flash_bwd_q_kernel<<<grid, 128, 0, st>>>((bf16 *)dqkv, q, o, lse, dr, T, H, scale * LOG2E, scale);
 }

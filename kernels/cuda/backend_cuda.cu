@@ -90,6 +90,7 @@ typedef struct {
     scratch_buf scratch[SCR_COUNT];
     int capturing;
     void *nccl; /* the run's NCCL communicator, once comm_init ran */
+    int wgmma;  /* attention on Hopper's warpgroup products (TRM_FLASH_WGMMA=0: the mma.sync kernels) */
 } cuda_ctx;
 
 static cuda_ctx *CTX(trm_backend *b) { return (cuda_ctx *)b->ctx; }
@@ -379,7 +380,7 @@ static void cuda_convert(trm_backend *b, void *dst, int dt_dst, int ld_dst, cons
 static void cuda_attention_fwd(trm_backend *b, void *out, float *lse, const void *qkv, int B, int T, int H, int hd) {
     if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
     if (DT(b) == TRM_BF16 && k_flash_ok(qkv, out, hd)) {
-        k_flash_fwd(ST(b), out, lse, qkv, B, T, H);
+        k_flash_fwd(ST(b), CTX(b)->wgmma, out, lse, qkv, B, T, H);
         return;
     }
     size_t e = trm_act_size(b);
@@ -404,7 +405,7 @@ static void cuda_attention_bwd(trm_backend *b, void *dqkv, const void *dout, con
     float *dr = (float *)scratch(b, SCR_ATT_DR, (size_t)B * H * T * sizeof(float));
     k_att_rowdot(ST(b), DT(b), dr, dout, out, B, T, H, hd);
     if (DT(b) == TRM_BF16 && k_flash_ok(qkv, dout, hd) && k_flash_ok(dqkv, out, hd)) {
-        k_flash_bwd(ST(b), dqkv, dout, qkv, lse, dr, B, T, H);
+        k_flash_bwd(ST(b), CTX(b)->wgmma, dqkv, dout, qkv, lse, dr, B, T, H);
         return;
     }
     size_t e = trm_act_size(b);
@@ -598,6 +599,8 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     b->name = "cuda";
     b->caps = caps;
     b->ctx = c;
+    const char *wg = getenv("TRM_FLASH_WGMMA");
+    c->wgmma = (!wg || strcmp(wg, "0") != 0) && k_flash_wgmma();
     b->destroy = cuda_destroy;
     b->alloc = cuda_alloc;
     b->free = cuda_free;

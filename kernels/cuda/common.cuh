@@ -128,8 +128,9 @@ void k_att_ds(cudaStream_t st, float *dP, const float *P, const float *dr, int B
 /* fused attention on bf16 activations, head dim 64, 16-byte aligned tensors: qkv (B,T,3H,64),
  * out and dout (B,T,H,64), dqkv like qkv, all bf16; lse and dr (B,H,T) fp32 */
 int k_flash_ok(const void *a, const void *b, int hd);
-void k_flash_fwd(cudaStream_t st, void *out, float *lse, const void *qkv, int B, int T, int H);
-void k_flash_bwd(cudaStream_t st, void *dqkv, const void *dout, const void *qkv, const float *lse, const float *dr,
+int k_flash_wgmma(void); /* 1: the device and this build run the sm_90a (wgmma) attention kernels */
+void k_flash_fwd(cudaStream_t st, int wgmma, void *out, float *lse, const void *qkv, int B, int T, int H);
+void k_flash_bwd(cudaStream_t st, int wgmma, void *dqkv, const void *dout, const void *qkv, const float *lse, const float *dr,
                  int B, int T, int H);
 
 void k_embed_fwd(cudaStream_t st, int dt, void *out, const trm_embed_args *a);

@@ -46,4 +46,50 @@ __device__ __forceinline__ void cp_async_rows(bf16 *tile, int tld, const bf16 *s
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
+/* ---- wgmma (sm_90a): a warpgroup of 4 warps multiplies 64 rows at once, A from registers (the
+ * mma.sync A fragment of each warp's 16 rows), B from shared memory described by a matrix
+ * descriptor, fp32 sums in registers (the mma.sync C layout per warp, 8 column tiles of 8).
+ * Only the sm_90a pass compiles these (TRM_WGMMA); other targets keep the mma.sync kernels. */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TRM_WGMMA 1
+/* Descriptor of a tile in the 128-byte-swizzled layout (rows of 64 bf16, chunk c of row r at
+ * ((c ^ (r & 7)) << 4), 1024-byte aligned atoms of 8 rows): lbo/sbo in bytes. */
+__device__ __forceinline__ uint64_t wg_desc(const void *smem, uint32_t lbo, uint32_t sbo) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
+    return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+/* shared memory written by ordinary stores or cp.async, read next by the tensor cores */
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+/* keep the compiler from moving register reads/writes across an issue or a wait, and keep a
+ * wgmma's inputs alive (their registers not reused) until the wait that ends it */
+template <int R, int C> __device__ __forceinline__ void wg_fence_f(float (&d)[R][C]) {
+#pragma unroll
+    for (int j = 0; j < R; j++)
+#pragma unroll
+        for (int e = 0; e < C; e++) asm volatile("" : "+f"(d[j][e])::"memory");
+}
+template <int R> __device__ __forceinline__ void wg_fence_u(uint32_t (&a)[R][4]) {
+#pragma unroll
+    for (int k = 0; k < R; k++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) asm volatile("" : "+r"(a[k][e])::"memory");
+}
+template <int K> __device__ __forceinline__ void wg_fence_desc(uint64_t (&d)[K]) {
+#pragma unroll
+    for (int k = 0; k < K; k++) asm volatile("" : "+l"(d[k])::"memory");
+}
+/* d (64 × 64 over the warpgroup) = (acc ? d : 0) + A (64 × 16, registers) · B (16 × 64, desc);
+ * (ACC = 0: d = A·B); TB = 1: B is stored N-major (rows = the k index), 0: K-major (rows = the n index) */
+template <int TB, int ACC>
+__device__ __forceinline__ void wg_m64n64k16(float d[8][4], const uint32_t a[4], uint64_t desc) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, %37, 1, 1, %38;\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(ACC), "n"(TB));
+}
+#endif
+
 #endif
