@@ -329,9 +329,19 @@ __device__ __forceinline__ void fw_fetch(bf16 *tile, const bf16 *src, size_t ld,
     }
 }
 
+/* fp32 C fragments (16 rows × 64) as the bf16 A fragments of the next product (4 k-steps) */
+__device__ __forceinline__ void c_to_a(const float c[8][4], uint32_t a[4][4]) {
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        a[j >> 1][(j & 1) * 2] = pack_bf16(c[j][0], c[j][1]);
+        a[j >> 1][(j & 1) * 2 + 1] = pack_bf16(c[j][2], c[j][3]);
+    }
+}
+
 /* One tile's online softmax for a warp's 16 rows (two per thread, m/l each): masks keys past T,
- * returns the rescale factors of the running sums and the probabilities as bf16 A fragments. */
-__device__ __forceinline__ void fw_softmax(float s[8][4], uint32_t pn[4][4], float ml[4], float c[2], int k0, int T,
+ * returns the rescale factors of the running sums and the probabilities in place of the scores
+ * (packed to bf16 A fragments by the caller once no product reads the old ones). */
+__device__ __forceinline__ void fw_softmax(float s[8][4], float ml[4], float c[2], int k0, int T,
                                            float sl2) {
     int t = threadIdx.x & 3;
     if (k0 + FA_T > T)
@@ -358,11 +368,9 @@ __device__ __forceinline__ void fw_softmax(float s[8][4], uint32_t pn[4][4], flo
     float a0[4] = {0.f, 0.f, 0.f, 0.f}, a1[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int j = 0; j < 8; j++) {
-        float e0 = ex2(fmaf(s[j][0], sl2, b0)), e1 = ex2(fmaf(s[j][1], sl2, b0));
-        float e2 = ex2(fmaf(s[j][2], sl2, b1)), e3 = ex2(fmaf(s[j][3], sl2, b1));
-        a0[j & 3] += e0 + e1, a1[j & 3] += e2 + e3;
-        pn[j >> 1][(j & 1) * 2] = pack_bf16(e0, e1);
-        pn[j >> 1][(j & 1) * 2 + 1] = pack_bf16(e2, e3);
+        s[j][0] = ex2(fmaf(s[j][0], sl2, b0)), s[j][1] = ex2(fmaf(s[j][1], sl2, b0));
+        s[j][2] = ex2(fmaf(s[j][2], sl2, b1)), s[j][3] = ex2(fmaf(s[j][3], sl2, b1));
+        a0[j & 3] += s[j][0] + s[j][1], a1[j & 3] += s[j][2] + s[j][3];
     }
     ml[2] = ml[2] * c[0] + ((a0[0] + a0[1]) + (a0[2] + a0[3]));
     ml[3] = ml[3] * c[1] + ((a1[0] + a1[1]) + (a1[2] + a1[3]));
@@ -421,7 +429,7 @@ __global__ void __launch_bounds__(128 * WG) flash_fwd_wg_kernel(bf16 *out, float
     if (n > 1) fw_fetch(sKV + 2 * FW_TILE, K, ld, FA_T, T), fw_fetch(sKV + 3 * FW_TILE, V, ld, FA_T, T);
     cp_async_commit();
     float o[8][4], s[8][4], ml[4] = {-INFINITY, -INFINITY, 0.f, 0.f}, c[2];
-    uint32_t qa[4][4], p[4][4], pn[4][4];
+    uint32_t qa[4][4], p[4][4];
     fa_zero(o);
     fw_next(sKV, K, V, ld, 0, n, T);
     fa_afrag(qa, sQ, wg * 64 + w * 16);
@@ -436,7 +444,8 @@ __global__ void __launch_bounds__(128 * WG) flash_fwd_wg_kernel(bf16 *out, float
     wg_fence_f(s);
     wg_fence_u(qa);
     wg_fence_desc(dk);
-    fw_softmax(s, p, ml, c, 0, T, sl2);
+    fw_softmax(s, ml, c, 0, T, sl2);
+    c_to_a(s, p);
     for (int it = 1; it < n; it++) {
         fw_next(sKV, K, V, ld, it, n, T);
         fw_descs(dk, sKV + (it % FW_NS) * 2 * FW_TILE, 0);
@@ -453,17 +462,17 @@ __global__ void __launch_bounds__(128 * WG) flash_fwd_wg_kernel(bf16 *out, float
         wg_wait<1>(); /* S; the previous tile's P·V runs on while its softmax is computed */
         wg_fence_f(s);
         wg_fence_desc(dk);
-        fw_softmax(s, pn, ml, c, it * FA_T, T, sl2);
+        fw_softmax(s, ml, c, it * FA_T, T, sl2);
         wg_wait<0>();
         wg_fence_f(o);
         wg_fence_u(p);
         wg_fence_desc(dv);
+        /* once the running maxima settle, most tiles leave them unchanged: skip the rescale
+         * (exactly 1) when no row of the warp moved */
+        if (!__all_sync(0xffffffffu, c[0] == 1.f && c[1] == 1.f))
 #pragma unroll
-        for (int j = 0; j < 8; j++) o[j][0] *= c[0], o[j][1] *= c[0], o[j][2] *= c[1], o[j][3] *= c[1];
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) p[k][e] = pn[k][e];
+            for (int j = 0; j < 8; j++) o[j][0] *= c[0], o[j][1] *= c[0], o[j][2] *= c[1], o[j][3] *= c[1];
+        c_to_a(s, p);
     }
     fw_descs(dv, sKV + ((n - 1) % FW_NS) * 2 * FW_TILE + FW_TILE, 1);
     wg_fence_f(o);
@@ -515,14 +524,6 @@ __device__ __forceinline__ void fq_ds(const float s[8][4], float dp[8][4], const
             float pe = ex2(fmaf(s[j][e], sl2, -L[e >> 1]));
             dp[j][e] = (k0 + j * 8 + 2 * t + (e & 1) < T ? pe : 0.f) * (dp[j][e] - D[e >> 1]);
         }
-}
-/* fp32 C fragments (16 rows × 64) as the bf16 A fragments of the next product (4 k-steps) */
-__device__ __forceinline__ void c_to_a(const float c[8][4], uint32_t a[4][4]) {
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        a[j >> 1][(j & 1) * 2] = pack_bf16(c[j][0], c[j][1]);
-        a[j >> 1][(j & 1) * 2 + 1] = pack_bf16(c[j][2], c[j][3]);
-    }
 }
 #endif
 
