@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds what a GPU machine without the project's build dependencies needs, into one folder to
-# carry there (the device tool's `carry`): trm and the device test binaries for sm_90 (no MPI,
+# carry there (the device tool's `carry`): trm and the device test binaries for sm_90a (no MPI,
 # no Vulkan; libc, libgomp and cuBLASLt dynamic), xz-compressed, the golden files, and the
 # cuBLASLt shape timer. bench/device_run.sh unpacks and runs them on the other side.
 # usage: bench/device_pack.sh [OUT_DIR (.dev/pkg)] [BUILD_DIR (.dev/build)]
