@@ -604,23 +604,28 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_q_wg_kernel(bf16 *dqkv, co
 #endif
 }
 
-/* dK, dV: each warpgroup owns 64 keys (their K and V rows as A fragments) and streams 64-query
- * tiles of Q and dO with their lse and rowsum: Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ of a tile are issued
- * with the previous tile's dV += Pᵀ·dO and dK += dSᵀ·Q (Q and dO read K-major, then N-major).
- * lse and rowsum arrive by cp.async too, zero past T: those queries' Q and dO rows are zero, so
- * their Pᵀ = 1 meets zero rows in both products. */
-#define FK_SMEM(WG) ((FW_NS * 2 * FW_TILE + 2 * (WG) * 64 * FA_LD) * 2 + FW_NS * 2 * FA_T * 4 + 1024)
+/* dK, dV: each warpgroup owns 64 keys and streams 32-query tiles of Q and dO with their lse and
+ * rowsum: Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ of a tile are issued with the previous tile's dV += Pᵀ·dO
+ * and dK += dSᵀ·Q (Q and dO read K-major, then N-major). K and V are read from shared memory
+ * as well (A by descriptor) and the tiles are 32 queries, so that a thread holds few enough
+ * registers (138) for three warpgroups a block (192 keys: 960 rows for a 916-long maze where
+ * 128-key blocks pad to 1024; measured 2.76 → 2.47 ms a call against the 64-query-tile version
+ * with K and V in registers, 250 registers, two warpgroups). lse and rowsum arrive by cp.async too, zero past T: those queries' Q and
+ * dO rows are zero, so their Pᵀ = 1 meets zero rows in both products. */
+#define FK_T 32
+#define FK_TILE (FK_T * FA_D)
+#define FK_SMEM(WG) ((FW_NS * 2 * FK_TILE + 2 * (WG) * FW_TILE) * 2 + FW_NS * 2 * FK_T * 4 + 1024)
 
 #if defined(TRM_WGMMA)
 __device__ __forceinline__ void fk_fetch(bf16 *sQO, float *sLD, const bf16 *Q, const bf16 *dO, const float *Lr,
                                          const float *Dr, size_t ld, size_t ldo, int it, int T) {
-    int sn = it % FW_NS, q1 = it * FA_T;
-    fw_fetch(sQO + sn * 2 * FW_TILE, Q, ld, q1, T);
-    fw_fetch(sQO + sn * 2 * FW_TILE + FW_TILE, dO, ldo, q1, T);
-    for (int i = threadIdx.x; i < 2 * FA_T; i += blockDim.x) {
-        int q = q1 + (i & (FA_T - 1)), ok = q < T;
-        const float *g = (i < FA_T ? Lr : Dr) + (ok ? q : 0);
-        uint32_t d = (uint32_t)__cvta_generic_to_shared(sLD + sn * 2 * FA_T + i);
+    int sn = it % FW_NS, q1 = it * FK_T;
+    fw_fetch(sQO + sn * 2 * FK_TILE, Q, ld, q1, T, FK_T);
+    fw_fetch(sQO + sn * 2 * FK_TILE + FK_TILE, dO, ldo, q1, T, FK_T);
+    for (int i = threadIdx.x; i < 2 * FK_T; i += blockDim.x) {
+        int q = q1 + (i & (FK_T - 1)), ok = q < T;
+        const float *g = (i < FK_T ? Lr : Dr) + (ok ? q : 0);
+        uint32_t d = (uint32_t)__cvta_generic_to_shared(sLD + sn * 2 * FK_T + i);
         asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(g), "r"(ok ? 4 : 0));
     }
 }
@@ -633,10 +638,10 @@ __device__ __forceinline__ void fk_next(bf16 *sQO, float *sLD, const bf16 *Q, co
     cp_async_commit();
 }
 /* Pᵀ and dSᵀ = Pᵀ∘(dPᵀ − D) of one tile in fp32, in place (rows = keys, columns = queries) */
-__device__ __forceinline__ void fk_pds(float st[8][4], float dpt[8][4], const float *sL, const float *sD, float sl2) {
+__device__ __forceinline__ void fk_pds(float st[4][4], float dpt[4][4], const float *sL, const float *sD, float sl2) {
     int t = threadIdx.x & 3;
 #pragma unroll
-    for (int j = 0; j < 8; j++)
+    for (int j = 0; j < 4; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             int q = j * 8 + 2 * t + (e & 1);
@@ -644,79 +649,98 @@ __device__ __forceinline__ void fk_pds(float st[8][4], float dpt[8][4], const fl
             dpt[j][e] = st[j][e] * (dpt[j][e] - sD[q]);
         }
 }
+/* fp32 C fragments (16 rows × 32) as the bf16 A fragments of the next product (2 k-steps) */
+__device__ __forceinline__ void c_to_a2(const float c[4][4], uint32_t a[2][4]) {
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        a[j >> 1][(j & 1) * 2] = pack_bf16(c[j][0], c[j][1]);
+        a[j >> 1][(j & 1) * 2 + 1] = pack_bf16(c[j][2], c[j][3]);
+    }
+}
+/* Sᵀ or dPᵀ of a tile: (64 keys × 32 queries) over the four k-steps of d, A and B by descriptor */
+__device__ __forceinline__ void fk_nt(float d[4][4], const uint64_t da[4], const uint64_t db[4]) {
+    wg_m64n32k16_ss<0>(d, da[0], db[0]);
+    wg_m64n32k16_ss<1>(d, da[1], db[1]);
+    wg_m64n32k16_ss<1>(d, da[2], db[2]);
+    wg_m64n32k16_ss<1>(d, da[3], db[3]);
+}
+/* dV += Pᵀ·dO and dK += dSᵀ·Q of a tile (two k-steps of 16 queries), issued */
+__device__ __forceinline__ void fk_pn(float dv[8][4], float dk[8][4], const uint32_t pa[2][4], const uint32_t da[2][4],
+                                      const uint64_t on[2], const uint64_t qn[2]) {
+    wg_m64n64k16<1, 1>(dv, pa[0], on[0]);
+    wg_m64n64k16<1, 1>(dv, pa[1], on[1]);
+    wg_m64n64k16<1, 1>(dk, da[0], qn[0]);
+    wg_m64n64k16<1, 1>(dk, da[1], qn[1]);
+}
 #endif
 
 template <int WG>
 __global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, const bf16 *q16, const bf16 *o16,
-                                                                      const float *lse, const float *dr, int T, int H,
-                                                                      float sl2, float scale) {
+                                                                   const float *lse, const float *dr, int T, int H,
+                                                                   float sl2, float scale) {
 #if defined(TRM_WGMMA)
     extern __shared__ unsigned char fw_raw[];
     bf16 *sQO = (bf16 *)(((uintptr_t)fw_raw + 1023) & ~(uintptr_t)1023);
-    bf16 *sK = sQO + FW_NS * 2 * FW_TILE, *sV = sK + WG * 64 * FA_LD;
-    float *sLD = (float *)(sV + WG * 64 * FA_LD);
+    bf16 *sK = sQO + FW_NS * 2 * FK_TILE, *sV = sK + WG * FW_TILE; /* swizzled, 64 rows a warpgroup */
+    float *sLD = (float *)(sV + WG * FW_TILE);
     int h = blockIdx.y, b = blockIdx.z, wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3;
     int k0 = blockIdx.x * 64 * WG, r0 = k0 + wg * 64 + w * 16;
     size_t ld = (size_t)3 * H * FA_D, ldo = (size_t)H * FA_D;
     const bf16 *Q = q16 + (size_t)b * T * ld + h * FA_D, *K = Q + H * FA_D, *V = Q + 2 * H * FA_D;
     const bf16 *dO = o16 + (size_t)b * T * ldo + h * FA_D;
     const float *Lr = lse + ((size_t)b * H + h) * T, *Dr = dr + ((size_t)b * H + h) * T;
-    int n = (T + FA_T - 1) / FA_T;
-    fa_fetch(sK, K, ld, k0, 64 * WG, T);
-    fa_fetch(sV, V, ld, k0, 64 * WG, T);
+    int n = (T + FK_T - 1) / FK_T;
+    fw_fetch(sK, K, ld, k0, T, 64 * WG);
+    fw_fetch(sV, V, ld, k0, T, 64 * WG);
     fk_fetch(sQO, sLD, Q, dO, Lr, Dr, ld, ldo, 0, T);
     cp_async_commit();
     if (n > 1) fk_fetch(sQO, sLD, Q, dO, Lr, Dr, ld, ldo, 1, T);
     cp_async_commit();
-    float st[8][4], dpt[8][4], dk[8][4], dv[8][4];
-    uint32_t ka[4][4], va[4][4], pa[4][4], da[4][4];
-    uint64_t dqd[4], dod[4], qn[4], on[4];
+    float st[4][4], dpt[4][4], dk[8][4], dv[8][4];
+    uint32_t pa[2][4], da[2][4];
+    uint64_t kd[4], vd[4], dqd[4], dod[4], qn[2], on[2];
     fa_zero(dk), fa_zero(dv);
+    fw_descs(kd, sK + wg * FW_TILE, 0);
+    fw_descs(vd, sV + wg * FW_TILE, 0);
     fk_next(sQO, sLD, Q, dO, Lr, Dr, ld, ldo, 0, n, T);
-    fa_afrag(ka, sK, wg * 64 + w * 16);
-    fa_afrag(va, sV, wg * 64 + w * 16);
     fw_descs(dqd, sQO, 0);
-    fw_descs(dod, sQO + FW_TILE, 0);
-    wg_fence_u(ka), wg_fence_u(va), wg_fence_desc(dqd), wg_fence_desc(dod);
+    fw_descs(dod, sQO + FK_TILE, 0);
     wg_fence();
-    fw_mma<0, 0>(st, ka, dqd);
-    fw_mma<0, 0>(dpt, va, dod);
+    fk_nt(st, kd, dqd);
+    fk_nt(dpt, vd, dod);
     wg_commit();
     wg_wait<0>();
-    wg_fence_f(st), wg_fence_f(dpt), wg_fence_u(ka), wg_fence_u(va);
-    fk_pds(st, dpt, sLD, sLD + FA_T, sl2);
-    c_to_a(st, pa), c_to_a(dpt, da);
+    wg_fence_f(st), wg_fence_f(dpt);
+    fk_pds(st, dpt, sLD, sLD + FK_T, sl2);
+    c_to_a2(st, pa), c_to_a2(dpt, da);
     for (int it = 1; it < n; it++) {
         fk_next(sQO, sLD, Q, dO, Lr, Dr, ld, ldo, it, n, T);
-        const bf16 *sq = sQO + (it % FW_NS) * 2 * FW_TILE, *sp = sQO + ((it - 1) % FW_NS) * 2 * FW_TILE;
+        const bf16 *sq = sQO + (it % FW_NS) * 2 * FK_TILE, *sp = sQO + ((it - 1) % FW_NS) * 2 * FK_TILE;
         fw_descs(dqd, sq, 0);
-        fw_descs(dod, sq + FW_TILE, 0);
-        fw_descs(qn, sp, 1);
-        fw_descs(on, sp + FW_TILE, 1);
+        fw_descs(dod, sq + FK_TILE, 0);
+        qn[0] = wg_desc(sp, 8192, 1024), qn[1] = qn[0] + 128;
+        on[0] = wg_desc(sp + FK_TILE, 8192, 1024), on[1] = on[0] + 128;
         wg_fence_f(dk), wg_fence_f(dv), wg_fence_u(pa), wg_fence_u(da);
-        wg_fence_desc(dqd), wg_fence_desc(dod), wg_fence_desc(qn), wg_fence_desc(on);
         wg_fence();
-        fw_mma<0, 0>(st, ka, dqd);
-        fw_mma<0, 0>(dpt, va, dod);
+        fk_nt(st, kd, dqd);
+        fk_nt(dpt, vd, dod);
         wg_commit();
-        fw_mma<1, 1>(dv, pa, on);
-        fw_mma<1, 1>(dk, da, qn);
+        fk_pn(dv, dk, pa, da, on, qn);
         wg_commit();
         wg_wait<1>(); /* Sᵀ and dPᵀ; the previous tile's dV and dK products run on */
         wg_fence_f(st), wg_fence_f(dpt);
-        const float *sl = sLD + (it % FW_NS) * 2 * FA_T;
-        fk_pds(st, dpt, sl, sl + FA_T, sl2); /* in fp32: registers no product in flight reads */
+        const float *sl = sLD + (it % FW_NS) * 2 * FK_T;
+        fk_pds(st, dpt, sl, sl + FK_T, sl2); /* in fp32: registers no product in flight reads */
         wg_wait<0>();
         wg_fence_f(dk), wg_fence_f(dv), wg_fence_u(pa), wg_fence_u(da);
-        c_to_a(st, pa), c_to_a(dpt, da);
+        c_to_a2(st, pa), c_to_a2(dpt, da);
     }
-    const bf16 *sp = sQO + ((n - 1) % FW_NS) * 2 * FW_TILE;
-    fw_descs(qn, sp, 1);
-    fw_descs(on, sp + FW_TILE, 1);
-    wg_fence_f(dk), wg_fence_f(dv), wg_fence_u(pa), wg_fence_u(da), wg_fence_desc(qn), wg_fence_desc(on);
+    const bf16 *sp = sQO + ((n - 1) % FW_NS) * 2 * FK_TILE;
+    qn[0] = wg_desc(sp, 8192, 1024), qn[1] = qn[0] + 128;
+    on[0] = wg_desc(sp + FK_TILE, 8192, 1024), on[1] = on[0] + 128;
+    wg_fence_f(dk), wg_fence_f(dv), wg_fence_u(pa), wg_fence_u(da);
     wg_fence();
-    fw_mma<1, 1>(dv, pa, on);
-    fw_mma<1, 1>(dk, da, qn);
+    fk_pn(dv, dk, pa, da, on, qn);
     wg_commit();
     wg_wait<0>();
     wg_fence_f(dk), wg_fence_f(dv), wg_fence_u(pa), wg_fence_u(da);
@@ -937,10 +961,10 @@ int k_flash_ok(const void *a, const void *b, int hd) {
     return hd == FA_D && ((uintptr_t)a & 15u) == 0 && ((uintptr_t)b & 15u) == 0;
 }
 
-template <int WG> static int wg_attr(void) {
+template <int WG, int KWG> static int wg_attr(void) {
     return cudaFuncSetAttribute(flash_fwd_wg_kernel<WG>, cudaFuncAttributeMaxDynamicSharedMemorySize, FW_SMEM(WG)) == cudaSuccess &&
            cudaFuncSetAttribute(flash_bwd_q_wg_kernel<WG>, cudaFuncAttributeMaxDynamicSharedMemorySize, FQ_SMEM(WG)) == cudaSuccess &&
-           cudaFuncSetAttribute(flash_bwd_kv_wg_kernel<WG>, cudaFuncAttributeMaxDynamicSharedMemorySize, FK_SMEM(WG)) == cudaSuccess;
+           cudaFuncSetAttribute(flash_bwd_kv_wg_kernel<KWG>, cudaFuncAttributeMaxDynamicSharedMemorySize, FK_SMEM(KWG)) == cudaSuccess;
 }
 template <int WG> static void fw_launch(cudaStream_t st, bf16 *out, float *lse, const bf16 *qkv, int B, int T, int H, float sl2) {
     dim3 grid((unsigned)((T + 64 * WG - 1) / (64 * WG)), (unsigned)H, (unsigned)B);
@@ -964,7 +988,9 @@ int k_flash_wgmma(void) {
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev))
         return 0;
     if (major != 9 || minor != 0) return 0;
-    return wg_attr<FW_WG>();
+    if (wg_attr<FW_WG, 3>() && wg_attr<FW_WG, 2>()) return 1;
+    cudaGetLastError(); /* fall back to mma.sync without leaving the error queued */
+    return 0;
 #else
     return 0;
 #endif
@@ -986,7 +1012,12 @@ void k_flash_bwd(cudaStream_t st, int wgmma, void *dqkv, const void *dout, const
     float scale = 1.0f / sqrtf((float)FA_D);
     const bf16 *q = (const bf16 *)qkv, *o = (const bf16 *)dout;
     if (wgmma) {
-        fk_launch<FW_WG>(st, (bf16 *)dqkv, q, o, lse, dr, B, T, H, scale);
+        /* three warpgroups (192 keys) a block unless that pads T further than 128-key blocks do
+         * (T = 97: 192 against 128 rows; T = 916: 960 against 1024) */
+        if ((T + 191) / 192 * 192 <= (T + 127) / 128 * 128)
+            fk_launch<3>(st, (bf16 *)dqkv, q, o, lse, dr, B, T, H, scale);
+        else
+            fk_launch<2>(st, (bf16 *)dqkv, q, o, lse, dr, B, T, H, scale);
         fq_launch<FW_WG>(st, (bf16 *)dqkv, q, o, lse, dr, B, T, H, scale);
         return;
     }

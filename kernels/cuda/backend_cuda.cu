@@ -600,7 +600,8 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     b->caps = caps;
     b->ctx = c;
     const char *wg = getenv("TRM_FLASH_WGMMA");
-    c->wgmma = (!wg || strcmp(wg, "0") != 0) && k_flash_wgmma();
+    int wg_off = wg && (!strcmp(wg, "0") || !strcmp(wg, "false") || !strcmp(wg, "off") || !strcmp(wg, "no"));
+    c->wgmma = !wg_off && k_flash_wgmma();
     b->destroy = cuda_destroy;
     b->alloc = cuda_alloc;
     b->free = cuda_free;
