@@ -504,37 +504,69 @@ __global__ void __launch_bounds__(128 * WG) flash_fwd_wg_kernel(bf16 *out, float
 }
 
 /* ---- backward on Hopper (sm_90a): the same two deterministic passes on wgmma ---------------
- * dQ: each warpgroup owns 64 queries and streams K/V tiles as the forward does: S = Q·Kᵀ and
- * dP = dO·Vᵀ of a tile are issued with the previous tile's dQ += dS·K, whose product runs while
- * this tile's dS is computed. K is read K-major for S and N-major for dQ, one copy serving both. */
-#define FQ_SMEM(WG) ((FW_NS * 2 * FW_TILE + 2 * (WG) * 64 * FA_LD) * 2 + 1024)
+ * dQ: each warpgroup owns 64 queries (Q and dO rows read by descriptor from shared memory) and
+ * streams 32-key tiles of K and V: S = Q·Kᵀ and dP = dO·Vᵀ of a tile are issued with the
+ * previous tile's dQ += dS·K, whose product runs while this tile's dS is computed. K is read
+ * K-major for S and N-major for dQ, one copy serving both. Small tiles and operands in shared
+ * memory keep a thread at 98 registers (186 with 64-key tiles and Q, dO in registers: 2.05 ms a
+ * maze call against 1.90). */
+#define FQ_T 32
+#define FQ_TILE (FQ_T * FA_D)
+#define FQ_SMEM(WG) ((FW_NS * 2 * FQ_TILE + 2 * (WG) * FW_TILE) * 2 + 1024)
 
 #if defined(TRM_WGMMA)
 /* dS = P∘(dP − D) of one tile (fp32, in place of dP); P from the scores and the row's lse·log2e.
  * The bf16 A fragments are packed only after the wait that ends the product reading the old
  * ones: writing fragment registers while a wgmma is in flight made the compiler serialise the
  * products (C7513; measured: the dK/dV pass 4.5 ms against 2.8). */
-__device__ __forceinline__ void fq_ds(const float s[8][4], float dp[8][4], const float L[2], const float D[2], int k0,
+__device__ __forceinline__ void fq_ds(const float s[4][4], float dp[4][4], const float L[2], const float D[2], int k0,
                                       int T, float sl2) {
     int t = threadIdx.x & 3;
 #pragma unroll
-    for (int j = 0; j < 8; j++)
+    for (int j = 0; j < 4; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             float pe = ex2(fmaf(s[j][e], sl2, -L[e >> 1]));
             dp[j][e] = (k0 + j * 8 + 2 * t + (e & 1) < T ? pe : 0.f) * (dp[j][e] - D[e >> 1]);
         }
 }
+/* fp32 C fragments (16 rows × 32) as the bf16 A fragments of the next product (2 k-steps) */
+__device__ __forceinline__ void c_to_a2(const float c[4][4], uint32_t a[2][4]) {
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        a[j >> 1][(j & 1) * 2] = pack_bf16(c[j][0], c[j][1]);
+        a[j >> 1][(j & 1) * 2 + 1] = pack_bf16(c[j][2], c[j][3]);
+    }
+}
+/* (64 rows × 32) = A·Bᵀ over the four k-steps of d, A and B by descriptor (K-major), issued */
+__device__ __forceinline__ void fk_nt(float d[4][4], const uint64_t da[4], const uint64_t db[4]) {
+    wg_m64n32k16_ss<0>(d, da[0], db[0]);
+    wg_m64n32k16_ss<1>(d, da[1], db[1]);
+    wg_m64n32k16_ss<1>(d, da[2], db[2]);
+    wg_m64n32k16_ss<1>(d, da[3], db[3]);
+}
+/* Waits for tile it (32 rows of K and V), then starts the fetch of tile it + 2. */
+__device__ __forceinline__ void fq_next(bf16 *sKV, const bf16 *K, const bf16 *V, size_t ld, int it, int n, int T) {
+    cp_async_wait<1>();
+    fence_async_smem();
+    __syncthreads(); /* also: every warpgroup is done with tile it - 2's stage */
+    if (it + 2 < n) {
+        bf16 *st = sKV + ((it + 2) % FW_NS) * 2 * FQ_TILE;
+        fw_fetch(st, K, ld, (it + 2) * FQ_T, T, FQ_T);
+        fw_fetch(st + FQ_TILE, V, ld, (it + 2) * FQ_T, T, FQ_T);
+    }
+    cp_async_commit();
+}
 #endif
 
 template <int WG>
 __global__ void __launch_bounds__(128 * WG) flash_bwd_q_wg_kernel(bf16 *dqkv, const bf16 *q16, const bf16 *o16,
-                                                                     const float *lse, const float *dr, int T, int H,
-                                                                     float sl2, float scale) {
+                                                                  const float *lse, const float *dr, int T, int H,
+                                                                  float sl2, float scale) {
 #if defined(TRM_WGMMA)
     extern __shared__ unsigned char fw_raw[];
     bf16 *sKV = (bf16 *)(((uintptr_t)fw_raw + 1023) & ~(uintptr_t)1023);
-    bf16 *sQ = sKV + FW_NS * 2 * FW_TILE, *sO = sQ + WG * 64 * FA_LD;
+    bf16 *sQ = sKV + FW_NS * 2 * FQ_TILE, *sO = sQ + WG * FW_TILE; /* swizzled, 64 rows a warpgroup */
     int h = blockIdx.y, b = blockIdx.z, wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3;
     int g = (threadIdx.x & 31) >> 2;
     int q0 = blockIdx.x * 64 * WG, r0 = q0 + wg * 64 + w * 16;
@@ -542,59 +574,61 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_q_wg_kernel(bf16 *dqkv, co
     const bf16 *Q = q16 + (size_t)b * T * ld + h * FA_D, *K = Q + H * FA_D, *V = Q + 2 * H * FA_D;
     const bf16 *dO = o16 + (size_t)b * T * ldo + h * FA_D;
     const float *Lr = lse + ((size_t)b * H + h) * T, *Dr = dr + ((size_t)b * H + h) * T;
-    int n = (T + FA_T - 1) / FA_T;
-    fa_fetch(sQ, Q, ld, q0, 64 * WG, T);
-    fa_fetch(sO, dO, ldo, q0, 64 * WG, T);
-    fw_fetch(sKV, K, ld, 0, T);
-    fw_fetch(sKV + FW_TILE, V, ld, 0, T);
+    int n = (T + FQ_T - 1) / FQ_T;
+    fw_fetch(sQ, Q, ld, q0, T, 64 * WG);
+    fw_fetch(sO, dO, ldo, q0, T, 64 * WG);
+    fw_fetch(sKV, K, ld, 0, T, FQ_T);
+    fw_fetch(sKV + FQ_TILE, V, ld, 0, T, FQ_T);
     cp_async_commit();
-    if (n > 1) fw_fetch(sKV + 2 * FW_TILE, K, ld, FA_T, T), fw_fetch(sKV + 3 * FW_TILE, V, ld, FA_T, T);
+    if (n > 1) fw_fetch(sKV + 2 * FQ_TILE, K, ld, FQ_T, T, FQ_T), fw_fetch(sKV + 3 * FQ_TILE, V, ld, FQ_T, T, FQ_T);
     cp_async_commit();
     float L[2], D[2];
     L[0] = r0 + g < T ? Lr[r0 + g] * LOG2E : INFINITY, L[1] = r0 + g + 8 < T ? Lr[r0 + g + 8] * LOG2E : INFINITY;
     D[0] = r0 + g < T ? Dr[r0 + g] : 0.f, D[1] = r0 + g + 8 < T ? Dr[r0 + g + 8] : 0.f;
-    float s[8][4], dp[8][4], dq[8][4];
-    uint32_t qa[4][4], oa[4][4], ds[4][4];
-    uint64_t dk[4], dv[4], dkn[4];
+    float s[4][4], dp[4][4], dq[8][4];
+    uint32_t ds[2][4];
+    uint64_t qd[4], od[4], dk[4], dv[4], dkn[2];
     fa_zero(dq);
-    fw_next(sKV, K, V, ld, 0, n, T);
-    fa_afrag(qa, sQ, wg * 64 + w * 16);
-    fa_afrag(oa, sO, wg * 64 + w * 16);
+    fw_descs(qd, sQ + wg * FW_TILE, 0);
+    fw_descs(od, sO + wg * FW_TILE, 0);
+    fq_next(sKV, K, V, ld, 0, n, T);
     fw_descs(dk, sKV, 0);
-    fw_descs(dv, sKV + FW_TILE, 0);
-    wg_fence_u(qa), wg_fence_u(oa), wg_fence_desc(dk), wg_fence_desc(dv);
+    fw_descs(dv, sKV + FQ_TILE, 0);
     wg_fence();
-    fw_mma<0, 0>(s, qa, dk);
-    fw_mma<0, 0>(dp, oa, dv);
+    fk_nt(s, qd, dk);
+    fk_nt(dp, od, dv);
     wg_commit();
     wg_wait<0>();
-    wg_fence_f(s), wg_fence_f(dp), wg_fence_u(qa), wg_fence_u(oa);
+    wg_fence_f(s), wg_fence_f(dp);
     fq_ds(s, dp, L, D, 0, T, sl2);
-    c_to_a(dp, ds);
+    c_to_a2(dp, ds);
     for (int it = 1; it < n; it++) {
-        fw_next(sKV, K, V, ld, it, n, T);
-        bf16 *st = sKV + (it % FW_NS) * 2 * FW_TILE;
+        fq_next(sKV, K, V, ld, it, n, T);
+        bf16 *st = sKV + (it % FW_NS) * 2 * FQ_TILE, *sp = sKV + ((it - 1) % FW_NS) * 2 * FQ_TILE;
         fw_descs(dk, st, 0);
-        fw_descs(dv, st + FW_TILE, 0);
-        fw_descs(dkn, sKV + ((it - 1) % FW_NS) * 2 * FW_TILE, 1);
-        wg_fence_f(dq), wg_fence_u(ds), wg_fence_desc(dk), wg_fence_desc(dv), wg_fence_desc(dkn);
+        fw_descs(dv, st + FQ_TILE, 0);
+        dkn[0] = wg_desc(sp, 8192, 1024), dkn[1] = dkn[0] + 128; /* N-major: +16 keys = 2 KiB */
+        wg_fence_f(dq), wg_fence_u(ds);
         wg_fence();
-        fw_mma<0, 0>(s, qa, dk);
-        fw_mma<0, 0>(dp, oa, dv);
+        fk_nt(s, qd, dk);
+        fk_nt(dp, od, dv);
         wg_commit();
-        fw_mma<1, 1>(dq, ds, dkn);
+        wg_m64n64k16<1, 1>(dq, ds[0], dkn[0]);
+        wg_m64n64k16<1, 1>(dq, ds[1], dkn[1]);
         wg_commit();
         wg_wait<1>(); /* S and dP; the previous tile's dQ product runs on */
         wg_fence_f(s), wg_fence_f(dp);
-        fq_ds(s, dp, L, D, it * FA_T, T, sl2); /* in fp32: registers no product in flight reads */
+        fq_ds(s, dp, L, D, it * FQ_T, T, sl2); /* in fp32: registers no product in flight reads */
         wg_wait<0>();
         wg_fence_f(dq), wg_fence_u(ds);
-        c_to_a(dp, ds);
+        c_to_a2(dp, ds);
     }
-    fw_descs(dkn, sKV + ((n - 1) % FW_NS) * 2 * FW_TILE, 1);
-    wg_fence_f(dq), wg_fence_u(ds), wg_fence_desc(dkn);
+    bf16 *sp = sKV + ((n - 1) % FW_NS) * 2 * FQ_TILE;
+    dkn[0] = wg_desc(sp, 8192, 1024), dkn[1] = dkn[0] + 128;
+    wg_fence_f(dq), wg_fence_u(ds);
     wg_fence();
-    fw_mma<1, 1>(dq, ds, dkn);
+    wg_m64n64k16<1, 1>(dq, ds[0], dkn[0]);
+    wg_m64n64k16<1, 1>(dq, ds[1], dkn[1]);
     wg_commit();
     wg_wait<0>();
     wg_fence_f(dq), wg_fence_u(ds);
@@ -648,21 +682,6 @@ __device__ __forceinline__ void fk_pds(float st[4][4], float dpt[4][4], const fl
             st[j][e] = ex2(fmaf(st[j][e], sl2, -sL[q] * LOG2E));
             dpt[j][e] = st[j][e] * (dpt[j][e] - sD[q]);
         }
-}
-/* fp32 C fragments (16 rows × 32) as the bf16 A fragments of the next product (2 k-steps) */
-__device__ __forceinline__ void c_to_a2(const float c[4][4], uint32_t a[2][4]) {
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        a[j >> 1][(j & 1) * 2] = pack_bf16(c[j][0], c[j][1]);
-        a[j >> 1][(j & 1) * 2 + 1] = pack_bf16(c[j][2], c[j][3]);
-    }
-}
-/* Sᵀ or dPᵀ of a tile: (64 keys × 32 queries) over the four k-steps of d, A and B by descriptor */
-__device__ __forceinline__ void fk_nt(float d[4][4], const uint64_t da[4], const uint64_t db[4]) {
-    wg_m64n32k16_ss<0>(d, da[0], db[0]);
-    wg_m64n32k16_ss<1>(d, da[1], db[1]);
-    wg_m64n32k16_ss<1>(d, da[2], db[2]);
-    wg_m64n32k16_ss<1>(d, da[3], db[3]);
 }
 /* dV += Pᵀ·dO and dK += dSᵀ·Q of a tile (two k-steps of 16 queries), issued */
 __device__ __forceinline__ void fk_pn(float dv[8][4], float dk[8][4], const uint32_t pa[2][4], const uint32_t da[2][4],
@@ -1018,7 +1037,9 @@ void k_flash_bwd(cudaStream_t st, int wgmma, void *dqkv, const void *dout, const
             fk_launch<3>(st, (bf16 *)dqkv, q, o, lse, dr, B, T, H, scale);
         else
             fk_launch<2>(st, (bf16 *)dqkv, q, o, lse, dr, B, T, H, scale);
-        fq_launch<FW_WG>(st, (bf16 *)dqkv, q, o, lse, dr, B, T, H, scale);
+        /* 98 registers: two blocks of two warpgroups an SM (maze call 1.90 ms; one block of three
+         * with less padding, 1.98) */
+        fq_launch<2>(st, (bf16 *)dqkv, q, o, lse, dr, B, T, H, scale);
         return;
     }
     flash_bwd_kv_kernel<<<grid, 128, 0, st>>>((bf16 *)dqkv, q, o, lse, dr, T, H, scale * LOG2E, scale);
