@@ -311,9 +311,9 @@ __global__ void __launch_bounds__(32 * FA_FWD_WARPS) flash_fwd_kernel(bf16 *out,
  * Measured in one maze_att step (H100, Nsight Compute): forward 1.47 ms against the mma.sync
  * kernel's 1.88, dQ pass 1.90 against 2.28, dK/dV pass 2.47 against 3.18. */
 #define FW_NS 4
-/* warpgroups a block in all three kernels; measured on maze_att (H100, ms/step with fwd, dQ,
- * dK/dV blocks of 1/2/3 warpgroups): 2,2,2 229.8; 3,2,2 229.7; 1,2,2 235.8; 2,1,2 231.2;
- * 2,2,1 232.5; 1,1,1 240.1 (3 in the backward caps registers at 168: spills) */
+/* warpgroups a block in the forward and the dQ pass (the dK/dV pass picks 2 or 3 by T); with
+ * 64-row tiles everywhere, maze_att ms/step for fwd, dQ, dK/dV blocks of 1/2/3 warpgroups:
+ * 2,2,2 229.8; 3,2,2 229.7; 1,2,2 235.8; 2,1,2 231.2; 2,2,1 232.5; 1,1,1 240.1 */
 #define FW_WG 2
 #define FW_TILE (FA_T * FA_D) /* bf16 of one swizzled 64 × 64 tile: 8 KiB */
 #define FW_SMEM(WG) ((FW_NS * 2 * FW_TILE + (WG) * 64 * FA_LD) * 2 + 1024)
