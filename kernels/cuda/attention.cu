@@ -134,6 +134,22 @@ __device__ __forceinline__ void fa_store(bf16 *dst, size_t ld, int row0, int T, 
     }
 }
 
+/* What a backward block of (sample b, head h) reads: q, k, v rows of the bf16 (B, T, 3H, 64)
+ * qkv (ld apart), dO rows of the (B, T, H, 64) output gradient (ldo apart), and the (B, H, T)
+ * lse and rowsum(dO∘O). */
+struct fb_rows {
+    size_t ld, ldo;
+    const bf16 *Q, *K, *V, *dO;
+    const float *L, *D;
+};
+__device__ __forceinline__ fb_rows fb_head(const bf16 *q16, const bf16 *o16, const float *lse, const float *dr, int T,
+                                           int H, int b, int h) {
+    size_t ld = (size_t)3 * H * FA_D, ldo = (size_t)H * FA_D;
+    const bf16 *Q = q16 + (size_t)b * T * ld + h * FA_D;
+    return {ld, ldo, Q, Q + H * FA_D, Q + 2 * H * FA_D, o16 + (size_t)b * T * ldo + h * FA_D,
+            lse + ((size_t)b * H + h) * T, dr + ((size_t)b * H + h) * T};
+}
+
 /* The forward gives each warp two 16-row query tiles: every K or V fragment read from shared
  * memory feeds two products instead of one, which is what bounded the one-tile version (its
  * ldmatrix traffic, not the tensor cores). 4 warps: 128 queries a block. */
@@ -329,10 +345,10 @@ __device__ __forceinline__ void fw_fetch(bf16 *tile, const bf16 *src, size_t ld,
     }
 }
 
-/* fp32 C fragments (16 rows × 64) as the bf16 A fragments of the next product (4 k-steps) */
-__device__ __forceinline__ void c_to_a(const float c[8][4], uint32_t a[4][4]) {
+/* fp32 C fragments (16 rows × 8J) as the bf16 A fragments of the next product (J/2 k-steps) */
+template <int J> __device__ __forceinline__ void c_to_a(const float (&c)[J][4], uint32_t (&a)[J / 2][4]) {
 #pragma unroll
-    for (int j = 0; j < 8; j++) {
+    for (int j = 0; j < J; j++) {
         a[j >> 1][(j & 1) * 2] = pack_bf16(c[j][0], c[j][1]);
         a[j >> 1][(j & 1) * 2 + 1] = pack_bf16(c[j][2], c[j][3]);
     }
@@ -377,33 +393,39 @@ __device__ __forceinline__ void fw_softmax(float s[8][4], float ml[4], float c[2
 }
 
 #if defined(TRM_WGMMA)
-/* Waits for tile it, then starts the fetch of tile it + 2 into the stage tile it - 2 left. */
-__device__ __forceinline__ void fw_next(bf16 *sKV, const bf16 *K, const bf16 *V, size_t ld, int it, int n, int T) {
-    cp_async_wait<1>(); /* tile it landed; it + 1 may still be in flight */
+/* Tile it of the stream has landed (it + 1 may still be in flight) and is visible to the tensor
+ * cores; every warpgroup is done with tile it - 2, whose stage the caller refills next. */
+__device__ __forceinline__ void stage_ready() {
+    cp_async_wait<1>();
     fence_async_smem();
-    __syncthreads(); /* also: every warpgroup is done with tile it - 2's stage */
+    __syncthreads();
+}
+/* Waits for K/V tile it (R rows each, a stage holding K then V), then starts tile it + 2. */
+template <int R>
+__device__ __forceinline__ void kv_next(bf16 *sKV, const bf16 *K, const bf16 *V, size_t ld, int it, int n, int T) {
+    stage_ready();
     if (it + 2 < n) {
-        bf16 *st = sKV + ((it + 2) % FW_NS) * 2 * FW_TILE;
-        fw_fetch(st, K, ld, (it + 2) * FA_T, T);
-        fw_fetch(st + FW_TILE, V, ld, (it + 2) * FA_T, T);
+        bf16 *st = sKV + ((it + 2) % FW_NS) * 2 * R * FA_D;
+        fw_fetch(st, K, ld, (it + 2) * R, T, R);
+        fw_fetch(st + R * FA_D, V, ld, (it + 2) * R, T, R);
     }
     cp_async_commit();
 }
 
-/* The descriptors of a tile's four k-steps: K is read K-major (+32 bytes along d a step), V
- * N-major (+16 keys = 2 KiB a step). */
-__device__ __forceinline__ void fw_descs(uint64_t d[4], const bf16 *tile, int nmajor) {
+/* The descriptors of a tile's KS k-steps: read K-major (+32 bytes along d a step) or N-major
+ * (+16 rows = 2 KiB a step). */
+template <int KS> __device__ __forceinline__ void fw_descs(uint64_t (&d)[KS], const bf16 *tile, int nmajor) {
     uint64_t d0 = nmajor ? wg_desc(tile, 8192, 1024) : wg_desc(tile, 16, 1024);
 #pragma unroll
-    for (int k = 0; k < 4; k++) d[k] = d0 + (uint64_t)(nmajor ? 128 * k : 2 * k);
+    for (int k = 0; k < KS; k++) d[k] = d0 + (uint64_t)(nmajor ? 128 * k : 2 * k);
 }
-/* d = (ACC ? d : 0) + A·B over the four k-steps, issued (the caller commits and waits) */
-template <int TB, int ACC>
-__device__ __forceinline__ void fw_mma(float d[8][4], const uint32_t a[4][4], const uint64_t desc[4]) {
+/* d (64 × 64) = (ACC ? d : 0) + A·B over KS k-steps, A from registers, issued (the caller
+ * commits and waits) */
+template <int TB, int ACC, int KS>
+__device__ __forceinline__ void fw_mma(float d[8][4], const uint32_t (&a)[KS][4], const uint64_t (&desc)[KS]) {
     wg_m64n64k16<TB, ACC>(d, a[0], desc[0]);
-    wg_m64n64k16<TB, 1>(d, a[1], desc[1]);
-    wg_m64n64k16<TB, 1>(d, a[2], desc[2]);
-    wg_m64n64k16<TB, 1>(d, a[3], desc[3]);
+#pragma unroll
+    for (int k = 1; k < KS; k++) wg_m64n64k16<TB, 1>(d, a[k], desc[k]);
 }
 #endif
 
@@ -431,42 +453,36 @@ __global__ void __launch_bounds__(128 * WG) flash_fwd_wg_kernel(bf16 *out, float
     float o[8][4], s[8][4], ml[4] = {-INFINITY, -INFINITY, 0.f, 0.f}, c[2];
     uint32_t qa[4][4], p[4][4];
     fa_zero(o);
-    fw_next(sKV, K, V, ld, 0, n, T);
+    kv_next<FA_T>(sKV, K, V, ld, 0, n, T);
     fa_afrag(qa, sQ, wg * 64 + w * 16);
     uint64_t dk[4], dv[4];
     fw_descs(dk, sKV, 0);
     wg_fence_u(qa);
-    wg_fence_desc(dk);
     wg_fence();
-    fw_mma<0, 0>(s, qa, dk);
+    fw_mma<0, 0, 4>(s, qa, dk);
     wg_commit();
     wg_wait<0>();
     wg_fence_f(s);
     wg_fence_u(qa);
-    wg_fence_desc(dk);
     fw_softmax(s, ml, c, 0, T, sl2);
     c_to_a(s, p);
     for (int it = 1; it < n; it++) {
-        fw_next(sKV, K, V, ld, it, n, T);
+        kv_next<FA_T>(sKV, K, V, ld, it, n, T);
         fw_descs(dk, sKV + (it % FW_NS) * 2 * FW_TILE, 0);
         fw_descs(dv, sKV + ((it - 1) % FW_NS) * 2 * FW_TILE + FW_TILE, 1);
         wg_fence_f(o);
         wg_fence_u(p);
-        wg_fence_desc(dk);
-        wg_fence_desc(dv);
         wg_fence();
-        fw_mma<0, 0>(s, qa, dk);
+        fw_mma<0, 0, 4>(s, qa, dk);
         wg_commit();
-        fw_mma<1, 1>(o, p, dv);
+        fw_mma<1, 1, 4>(o, p, dv);
         wg_commit();
         wg_wait<1>(); /* S; the previous tile's P·V runs on while its softmax is computed */
         wg_fence_f(s);
-        wg_fence_desc(dk);
         fw_softmax(s, ml, c, it * FA_T, T, sl2);
         wg_wait<0>();
         wg_fence_f(o);
         wg_fence_u(p);
-        wg_fence_desc(dv);
         /* once the running maxima settle, most tiles leave them unchanged: skip the rescale
          * (exactly 1) when no row of the warp moved */
         if (!__all_sync(0xffffffffu, c[0] == 1.f && c[1] == 1.f))
@@ -477,14 +493,12 @@ __global__ void __launch_bounds__(128 * WG) flash_fwd_wg_kernel(bf16 *out, float
     fw_descs(dv, sKV + ((n - 1) % FW_NS) * 2 * FW_TILE + FW_TILE, 1);
     wg_fence_f(o);
     wg_fence_u(p);
-    wg_fence_desc(dv);
     wg_fence();
-    fw_mma<1, 1>(o, p, dv);
+    fw_mma<1, 1, 4>(o, p, dv);
     wg_commit();
     wg_wait<0>();
     wg_fence_f(o);
     wg_fence_u(p);
-    wg_fence_desc(dv);
     float l0 = ml[2], l1 = ml[3];
     for (int x = 1; x < 4; x <<= 1) {
         l0 += __shfl_xor_sync(0xffffffffu, l0, x);
@@ -530,32 +544,12 @@ __device__ __forceinline__ void fq_ds(const float s[4][4], float dp[4][4], const
             dp[j][e] = (k0 + j * 8 + 2 * t + (e & 1) < T ? pe : 0.f) * (dp[j][e] - D[e >> 1]);
         }
 }
-/* fp32 C fragments (16 rows × 32) as the bf16 A fragments of the next product (2 k-steps) */
-__device__ __forceinline__ void c_to_a2(const float c[4][4], uint32_t a[2][4]) {
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        a[j >> 1][(j & 1) * 2] = pack_bf16(c[j][0], c[j][1]);
-        a[j >> 1][(j & 1) * 2 + 1] = pack_bf16(c[j][2], c[j][3]);
-    }
-}
 /* (64 rows × 32) = A·Bᵀ over the four k-steps of d, A and B by descriptor (K-major), issued */
 __device__ __forceinline__ void fk_nt(float d[4][4], const uint64_t da[4], const uint64_t db[4]) {
     wg_m64n32k16_ss<0>(d, da[0], db[0]);
     wg_m64n32k16_ss<1>(d, da[1], db[1]);
     wg_m64n32k16_ss<1>(d, da[2], db[2]);
     wg_m64n32k16_ss<1>(d, da[3], db[3]);
-}
-/* Waits for tile it (32 rows of K and V), then starts the fetch of tile it + 2. */
-__device__ __forceinline__ void fq_next(bf16 *sKV, const bf16 *K, const bf16 *V, size_t ld, int it, int n, int T) {
-    cp_async_wait<1>();
-    fence_async_smem();
-    __syncthreads(); /* also: every warpgroup is done with tile it - 2's stage */
-    if (it + 2 < n) {
-        bf16 *st = sKV + ((it + 2) % FW_NS) * 2 * FQ_TILE;
-        fw_fetch(st, K, ld, (it + 2) * FQ_T, T, FQ_T);
-        fw_fetch(st + FQ_TILE, V, ld, (it + 2) * FQ_T, T, FQ_T);
-    }
-    cp_async_commit();
 }
 #endif
 
@@ -570,10 +564,7 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_q_wg_kernel(bf16 *dqkv, co
     int h = blockIdx.y, b = blockIdx.z, wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3;
     int g = (threadIdx.x & 31) >> 2;
     int q0 = blockIdx.x * 64 * WG, r0 = q0 + wg * 64 + w * 16;
-    size_t ld = (size_t)3 * H * FA_D, ldo = (size_t)H * FA_D;
-    const bf16 *Q = q16 + (size_t)b * T * ld + h * FA_D, *K = Q + H * FA_D, *V = Q + 2 * H * FA_D;
-    const bf16 *dO = o16 + (size_t)b * T * ldo + h * FA_D;
-    const float *Lr = lse + ((size_t)b * H + h) * T, *Dr = dr + ((size_t)b * H + h) * T;
+    auto [ld, ldo, Q, K, V, dO, Lr, Dr] = fb_head(q16, o16, lse, dr, T, H, b, h);
     int n = (T + FQ_T - 1) / FQ_T;
     fw_fetch(sQ, Q, ld, q0, T, 64 * WG);
     fw_fetch(sO, dO, ldo, q0, T, 64 * WG);
@@ -591,7 +582,7 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_q_wg_kernel(bf16 *dqkv, co
     fa_zero(dq);
     fw_descs(qd, sQ + wg * FW_TILE, 0);
     fw_descs(od, sO + wg * FW_TILE, 0);
-    fq_next(sKV, K, V, ld, 0, n, T);
+    kv_next<FQ_T>(sKV, K, V, ld, 0, n, T);
     fw_descs(dk, sKV, 0);
     fw_descs(dv, sKV + FQ_TILE, 0);
     wg_fence();
@@ -601,34 +592,31 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_q_wg_kernel(bf16 *dqkv, co
     wg_wait<0>();
     wg_fence_f(s), wg_fence_f(dp);
     fq_ds(s, dp, L, D, 0, T, sl2);
-    c_to_a2(dp, ds);
+    c_to_a(dp, ds);
     for (int it = 1; it < n; it++) {
-        fq_next(sKV, K, V, ld, it, n, T);
+        kv_next<FQ_T>(sKV, K, V, ld, it, n, T);
         bf16 *st = sKV + (it % FW_NS) * 2 * FQ_TILE, *sp = sKV + ((it - 1) % FW_NS) * 2 * FQ_TILE;
         fw_descs(dk, st, 0);
         fw_descs(dv, st + FQ_TILE, 0);
-        dkn[0] = wg_desc(sp, 8192, 1024), dkn[1] = dkn[0] + 128; /* N-major: +16 keys = 2 KiB */
+        fw_descs(dkn, sp, 1);
         wg_fence_f(dq), wg_fence_u(ds);
         wg_fence();
         fk_nt(s, qd, dk);
         fk_nt(dp, od, dv);
         wg_commit();
-        wg_m64n64k16<1, 1>(dq, ds[0], dkn[0]);
-        wg_m64n64k16<1, 1>(dq, ds[1], dkn[1]);
+        fw_mma<1, 1, 2>(dq, ds, dkn);
         wg_commit();
         wg_wait<1>(); /* S and dP; the previous tile's dQ product runs on */
         wg_fence_f(s), wg_fence_f(dp);
         fq_ds(s, dp, L, D, it * FQ_T, T, sl2); /* in fp32: registers no product in flight reads */
         wg_wait<0>();
         wg_fence_f(dq), wg_fence_u(ds);
-        c_to_a2(dp, ds);
+        c_to_a(dp, ds);
     }
-    bf16 *sp = sKV + ((n - 1) % FW_NS) * 2 * FQ_TILE;
-    dkn[0] = wg_desc(sp, 8192, 1024), dkn[1] = dkn[0] + 128;
+    fw_descs(dkn, sKV + ((n - 1) % FW_NS) * 2 * FQ_TILE, 1);
     wg_fence_f(dq), wg_fence_u(ds);
     wg_fence();
-    wg_m64n64k16<1, 1>(dq, ds[0], dkn[0]);
-    wg_m64n64k16<1, 1>(dq, ds[1], dkn[1]);
+    fw_mma<1, 1, 2>(dq, ds, dkn);
     wg_commit();
     wg_wait<0>();
     wg_fence_f(dq), wg_fence_u(ds);
@@ -665,9 +653,7 @@ __device__ __forceinline__ void fk_fetch(bf16 *sQO, float *sLD, const bf16 *Q, c
 }
 __device__ __forceinline__ void fk_next(bf16 *sQO, float *sLD, const bf16 *Q, const bf16 *dO, const float *Lr,
                                         const float *Dr, size_t ld, size_t ldo, int it, int n, int T) {
-    cp_async_wait<1>();
-    fence_async_smem();
-    __syncthreads(); /* tile it landed; every warpgroup is done with tile it - 2's stage */
+    stage_ready();
     if (it + 2 < n) fk_fetch(sQO, sLD, Q, dO, Lr, Dr, ld, ldo, it + 2, T);
     cp_async_commit();
 }
@@ -683,14 +669,6 @@ __device__ __forceinline__ void fk_pds(float st[4][4], float dpt[4][4], const fl
             dpt[j][e] = st[j][e] * (dpt[j][e] - sD[q]);
         }
 }
-/* dV += Pᵀ·dO and dK += dSᵀ·Q of a tile (two k-steps of 16 queries), issued */
-__device__ __forceinline__ void fk_pn(float dv[8][4], float dk[8][4], const uint32_t pa[2][4], const uint32_t da[2][4],
-                                      const uint64_t on[2], const uint64_t qn[2]) {
-    wg_m64n64k16<1, 1>(dv, pa[0], on[0]);
-    wg_m64n64k16<1, 1>(dv, pa[1], on[1]);
-    wg_m64n64k16<1, 1>(dk, da[0], qn[0]);
-    wg_m64n64k16<1, 1>(dk, da[1], qn[1]);
-}
 #endif
 
 template <int WG>
@@ -704,10 +682,7 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, c
     float *sLD = (float *)(sV + WG * FW_TILE);
     int h = blockIdx.y, b = blockIdx.z, wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3;
     int k0 = blockIdx.x * 64 * WG, r0 = k0 + wg * 64 + w * 16;
-    size_t ld = (size_t)3 * H * FA_D, ldo = (size_t)H * FA_D;
-    const bf16 *Q = q16 + (size_t)b * T * ld + h * FA_D, *K = Q + H * FA_D, *V = Q + 2 * H * FA_D;
-    const bf16 *dO = o16 + (size_t)b * T * ldo + h * FA_D;
-    const float *Lr = lse + ((size_t)b * H + h) * T, *Dr = dr + ((size_t)b * H + h) * T;
+    auto [ld, ldo, Q, K, V, dO, Lr, Dr] = fb_head(q16, o16, lse, dr, T, H, b, h);
     int n = (T + FK_T - 1) / FK_T;
     fw_fetch(sK, K, ld, k0, T, 64 * WG);
     fw_fetch(sV, V, ld, k0, T, 64 * WG);
@@ -731,20 +706,20 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, c
     wg_wait<0>();
     wg_fence_f(st), wg_fence_f(dpt);
     fk_pds(st, dpt, sLD, sLD + FK_T, sl2);
-    c_to_a2(st, pa), c_to_a2(dpt, da);
+    c_to_a(st, pa), c_to_a(dpt, da);
     for (int it = 1; it < n; it++) {
         fk_next(sQO, sLD, Q, dO, Lr, Dr, ld, ldo, it, n, T);
         const bf16 *sq = sQO + (it % FW_NS) * 2 * FK_TILE, *sp = sQO + ((it - 1) % FW_NS) * 2 * FK_TILE;
         fw_descs(dqd, sq, 0);
         fw_descs(dod, sq + FK_TILE, 0);
-        qn[0] = wg_desc(sp, 8192, 1024), qn[1] = qn[0] + 128;
-        on[0] = wg_desc(sp + FK_TILE, 8192, 1024), on[1] = on[0] + 128;
+        fw_descs(qn, sp, 1);
+        fw_descs(on, sp + FK_TILE, 1);
         wg_fence_f(dk), wg_fence_f(dv), wg_fence_u(pa), wg_fence_u(da);
         wg_fence();
         fk_nt(st, kd, dqd);
         fk_nt(dpt, vd, dod);
         wg_commit();
-        fk_pn(dv, dk, pa, da, on, qn);
+        fw_mma<1, 1, 2>(dv, pa, on), fw_mma<1, 1, 2>(dk, da, qn);
         wg_commit();
         wg_wait<1>(); /* Sᵀ and dPᵀ; the previous tile's dV and dK products run on */
         wg_fence_f(st), wg_fence_f(dpt);
@@ -752,14 +727,14 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, c
         fk_pds(st, dpt, sl, sl + FK_T, sl2); /* in fp32: registers no product in flight reads */
         wg_wait<0>();
         wg_fence_f(dk), wg_fence_f(dv), wg_fence_u(pa), wg_fence_u(da);
-        c_to_a2(st, pa), c_to_a2(dpt, da);
+        c_to_a(st, pa), c_to_a(dpt, da);
     }
     const bf16 *sp = sQO + ((n - 1) % FW_NS) * 2 * FK_TILE;
-    qn[0] = wg_desc(sp, 8192, 1024), qn[1] = qn[0] + 128;
-    on[0] = wg_desc(sp + FK_TILE, 8192, 1024), on[1] = on[0] + 128;
+    fw_descs(qn, sp, 1);
+    fw_descs(on, sp + FK_TILE, 1);
     wg_fence_f(dk), wg_fence_f(dv), wg_fence_u(pa), wg_fence_u(da);
     wg_fence();
-    fk_pn(dv, dk, pa, da, on, qn);
+    fw_mma<1, 1, 2>(dv, pa, on), fw_mma<1, 1, 2>(dk, da, qn);
     wg_commit();
     wg_wait<0>();
     wg_fence_f(dk), wg_fence_f(dv), wg_fence_u(pa), wg_fence_u(da);
@@ -833,10 +808,7 @@ __global__ void __launch_bounds__(128) flash_bwd_kv_kernel(bf16 *dqkv, const bf1
     int h = blockIdx.y, b = blockIdx.z, k0 = blockIdx.x * FB_ROWS, w = threadIdx.x >> 5;
     int t = threadIdx.x & 3;
     bool live = k0 + w * 32 < T; /* the last block's warps past T skip the arithmetic */
-    size_t ld = (size_t)3 * H * FA_D, ldo = (size_t)H * FA_D;
-    const bf16 *Q = q16 + (size_t)b * T * ld + h * FA_D, *K = Q + H * FA_D, *V = Q + 2 * H * FA_D;
-    const bf16 *dO = o16 + (size_t)b * T * ldo + h * FA_D;
-    const float *Lr = lse + ((size_t)b * H + h) * T, *Dr = dr + ((size_t)b * H + h) * T;
+    auto [ld, ldo, Q, K, V, dO, Lr, Dr] = fb_head(q16, o16, lse, dr, T, H, b, h);
     /* the block's 128 K rows over both sQ stages, its V rows over both sO stages */
     fa_fetch(&sQ[0][0], K, ld, k0, FB_ROWS, T);
     fa_fetch(&sO[0][0], V, ld, k0, FB_ROWS, T);
@@ -910,10 +882,7 @@ __global__ void __launch_bounds__(128) flash_bwd_q_kernel(bf16 *dqkv, const bf16
     int h = blockIdx.y, b = blockIdx.z, q0 = blockIdx.x * FB_ROWS, w = threadIdx.x >> 5;
     int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
     bool live = q0 + w * 32 < T; /* the last block's warps past T skip the arithmetic */
-    size_t ld = (size_t)3 * H * FA_D, ldo = (size_t)H * FA_D;
-    const bf16 *Q = q16 + (size_t)b * T * ld + h * FA_D, *K = Q + H * FA_D, *V = Q + 2 * H * FA_D;
-    const bf16 *dO = o16 + (size_t)b * T * ldo + h * FA_D;
-    const float *Lr = lse + ((size_t)b * H + h) * T, *Dr = dr + ((size_t)b * H + h) * T;
+    auto [ld, ldo, Q, K, V, dO, Lr, Dr] = fb_head(q16, o16, lse, dr, T, H, b, h);
     fa_fetch(&sK[0][0], Q, ld, q0, FB_ROWS, T);
     fa_fetch(&sV[0][0], dO, ldo, q0, FB_ROWS, T);
     cp_async_commit();
@@ -980,24 +949,15 @@ int k_flash_ok(const void *a, const void *b, int hd) {
     return hd == FA_D && ((uintptr_t)a & 15u) == 0 && ((uintptr_t)b & 15u) == 0;
 }
 
-template <int WG, int KWG> static int wg_attr(void) {
-    return cudaFuncSetAttribute(flash_fwd_wg_kernel<WG>, cudaFuncAttributeMaxDynamicSharedMemorySize, FW_SMEM(WG)) == cudaSuccess &&
-           cudaFuncSetAttribute(flash_bwd_q_wg_kernel<WG>, cudaFuncAttributeMaxDynamicSharedMemorySize, FQ_SMEM(WG)) == cudaSuccess &&
-           cudaFuncSetAttribute(flash_bwd_kv_wg_kernel<KWG>, cudaFuncAttributeMaxDynamicSharedMemorySize, FK_SMEM(KWG)) == cudaSuccess;
-}
-template <int WG> static void fw_launch(cudaStream_t st, bf16 *out, float *lse, const bf16 *qkv, int B, int T, int H, float sl2) {
-    dim3 grid((unsigned)((T + 64 * WG - 1) / (64 * WG)), (unsigned)H, (unsigned)B);
-    flash_fwd_wg_kernel<WG><<<grid, 128 * WG, FW_SMEM(WG), st>>>(out, lse, qkv, T, H, sl2);
+/* blocks of WG warpgroups (64 rows each) over T rows, for every head and sample */
+static dim3 wg_grid(int T, int WG, int H, int B) { return dim3((unsigned)((T + 64 * WG - 1) / (64 * WG)), (unsigned)H, (unsigned)B); }
+template <typename F> static int smem_limit(F kernel, int bytes) {
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) == cudaSuccess;
 }
 template <int WG> static void fk_launch(cudaStream_t st, bf16 *dqkv, const bf16 *q, const bf16 *o, const float *lse,
                                         const float *dr, int B, int T, int H, float scale) {
-    dim3 grid((unsigned)((T + 64 * WG - 1) / (64 * WG)), (unsigned)H, (unsigned)B);
-    flash_bwd_kv_wg_kernel<WG><<<grid, 128 * WG, FK_SMEM(WG), st>>>(dqkv, q, o, lse, dr, T, H, scale * LOG2E, scale);
-}
-template <int WG> static void fq_launch(cudaStream_t st, bf16 *dqkv, const bf16 *q, const bf16 *o, const float *lse,
-                                        const float *dr, int B, int T, int H, float scale) {
-    dim3 grid((unsigned)((T + 64 * WG - 1) / (64 * WG)), (unsigned)H, (unsigned)B);
-    flash_bwd_q_wg_kernel<WG><<<grid, 128 * WG, FQ_SMEM(WG), st>>>(dqkv, q, o, lse, dr, T, H, scale * LOG2E, scale);
+    flash_bwd_kv_wg_kernel<WG><<<wg_grid(T, WG, H, B), 128 * WG, FK_SMEM(WG), st>>>(dqkv, q, o, lse, dr, T, H,
+                                                                                   scale * LOG2E, scale);
 }
 
 int k_flash_wgmma(void) {
@@ -1007,7 +967,9 @@ int k_flash_wgmma(void) {
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev))
         return 0;
     if (major != 9 || minor != 0) return 0;
-    if (wg_attr<FW_WG, 3>() && wg_attr<FW_WG, 2>()) return 1;
+    if (smem_limit(flash_fwd_wg_kernel<FW_WG>, FW_SMEM(FW_WG)) && smem_limit(flash_bwd_q_wg_kernel<FW_WG>, FQ_SMEM(FW_WG)) &&
+        smem_limit(flash_bwd_kv_wg_kernel<2>, FK_SMEM(2)) && smem_limit(flash_bwd_kv_wg_kernel<3>, FK_SMEM(3)))
+        return 1;
     cudaGetLastError(); /* fall back to mma.sync without leaving the error queued */
     return 0;
 #else
@@ -1017,7 +979,8 @@ int k_flash_wgmma(void) {
 
 void k_flash_fwd(cudaStream_t st, int wgmma, void *out, float *lse, const void *qkv, int B, int T, int H) {
     if (wgmma) {
-        fw_launch<FW_WG>(st, (bf16 *)out, lse, (const bf16 *)qkv, B, T, H, LOG2E / sqrtf((float)FA_D));
+        flash_fwd_wg_kernel<FW_WG><<<wg_grid(T, FW_WG, H, B), 128 * FW_WG, FW_SMEM(FW_WG), st>>>(
+            (bf16 *)out, lse, (const bf16 *)qkv, T, H, LOG2E / sqrtf((float)FA_D));
         return;
     }
     int rows = FA_FWD_WARPS * 16 * FA_MT;
@@ -1039,7 +1002,8 @@ void k_flash_bwd(cudaStream_t st, int wgmma, void *dqkv, const void *dout, const
             fk_launch<2>(st, (bf16 *)dqkv, q, o, lse, dr, B, T, H, scale);
         /* 98 registers: two blocks of two warpgroups an SM (maze call 1.90 ms; one block of three
          * with less padding, 1.98) */
-        fq_launch<2>(st, (bf16 *)dqkv, q, o, lse, dr, B, T, H, scale);
+        flash_bwd_q_wg_kernel<FW_WG><<<wg_grid(T, FW_WG, H, B), 128 * FW_WG, FQ_SMEM(FW_WG), st>>>(
+            (bf16 *)dqkv, q, o, lse, dr, T, H, scale * LOG2E, scale);
         return;
     }
     flash_bwd_kv_kernel<<<grid, 128, 0, st>>>((bf16 *)dqkv, q, o, lse, dr, T, H, scale * LOG2E, scale);

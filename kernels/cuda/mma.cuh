@@ -64,7 +64,8 @@ template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma
 /* shared memory written by ordinary stores or cp.async, read next by the tensor cores */
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 /* keep the compiler from moving register reads/writes across an issue or a wait, and keep a
- * wgmma's inputs alive (their registers not reused) until the wait that ends it */
+ * wgmma's accumulators and A fragments alive (their registers not reused) until the wait that
+ * ends it (descriptors are read at issue) */
 template <int R, int C> __device__ __forceinline__ void wg_fence_f(float (&d)[R][C]) {
 #pragma unroll
     for (int j = 0; j < R; j++)
@@ -76,10 +77,6 @@ template <int R> __device__ __forceinline__ void wg_fence_u(uint32_t (&a)[R][4])
     for (int k = 0; k < R; k++)
 #pragma unroll
         for (int e = 0; e < 4; e++) asm volatile("" : "+r"(a[k][e])::"memory");
-}
-template <int K> __device__ __forceinline__ void wg_fence_desc(uint64_t (&d)[K]) {
-#pragma unroll
-    for (int k = 0; k < K; k++) asm volatile("" : "+l"(d[k])::"memory");
 }
 /* d (64 × 64 over the warpgroup) = (acc ? d : 0) + A (64 × 16, registers) · B (16 × 64, desc);
  * (ACC = 0: d = A·B); TB = 1: B is stored N-major (rows = the k index), 0: K-major (rows = the n index) */
