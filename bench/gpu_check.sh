@@ -2,18 +2,21 @@
 # Device-side proofs of issue 5 (run on a machine with a GPU; prints a summary table):
 #  1. compile=true and compile=false give the same train losses over 50 steps (cfg=tiny on
 #     cuda, float32 and bfloat16), compared line by line from metrics.jsonl;
-#  2. the 4x4 Sudoku task trained on cuda reaches the accuracy the cpu reaches (the whole
+#  2. in bfloat16 with attention (head dim 64), the one-pass attention backward (dQ summed by
+#     reductions, the default on Hopper) against the deterministic two passes
+#     (TRM_DETERMINISTIC=1), 50 steps;
+#  3. the 4x4 Sudoku task trained on cuda reaches the accuracy the cpu reaches (the whole
 #     1000-step cfg=tiny run on each device, exact accuracy on the unseen test puzzles).
-# usage: bench/gpu_check.sh [TRM_BINARY] [WORKDIR]
+# usage: bench/gpu_check.sh [TRM_BINARY] [WORKDIR]   env: QUICK=1 stops after 2
 set -euo pipefail
 TRM=${1:-build/trm}
 W=${2:-/tmp/trm_gpu_check}
 rm -rf "$W"
 mkdir -p "$W"
 "$TRM" data sudoku4 --out "$W/data" --force >/dev/null
-run() { # name device compile dtype steps
+run() { # name device compile dtype steps [overrides...]
   "$TRM" pretrain cfg=tiny data_paths="[$W/data]" device="$2" compile="$3" arch.forward_dtype="$4" \
-    log_interval=1 stop_after_steps="$5" +run_name="$1" checkpoint_path="$W/$1" >"$W/$1.log" 2>&1
+    log_interval=1 stop_after_steps="$5" +run_name="$1" checkpoint_path="$W/$1" "${@:6}" >"$W/$1.log" 2>&1
 }
 losses() { grep '"kind":"train"' "$W/$1/metrics.jsonl" | sed 's/.*"train\/lm_loss":\([^,}]*\).*/\1/'; }
 exact() { grep '"kind":"eval"' "$W/$1/metrics.jsonl" | tail -1 | sed 's/.*"all\/exact_accuracy":\([^,}]*\).*/\1/'; }
@@ -25,6 +28,15 @@ for dt in float32 bfloat16; do
     { d = $1 - $2; if (d < 0) d = -d; r = d / ($2 > 0 ? $2 : 1); if (r > m) m = r; n++ }
     END { printf "compile on vs off, %s, %d steps: max relative lm_loss difference %.3g\n", dt, n, m }'
 done
+# attention with head dim 64 (the fused kernels) over T = 216 (two key blocks sum into each
+# query tile of dQ), not the preset's mlp_t
+ATT="arch.hidden_size=128 arch.mlp_t=False arch.pos_encodings=rope arch.puzzle_emb_len=200"
+run a1_bfloat16 cuda true bfloat16 50 $ATT || true
+TRM_DETERMINISTIC=1 run d1_bfloat16 cuda true bfloat16 50 $ATT || true
+paste <(losses a1_bfloat16) <(losses d1_bfloat16) | awk '
+  { d = $1 - $2; if (d < 0) d = -d; r = d / ($2 > 0 ? $2 : 1); if (r > m) m = r; n++ }
+  END { printf "one-pass vs deterministic attention backward, bfloat16, %d steps: max relative lm_loss difference %.3g\n", n, m }'
+[ -n "${QUICK:-}" ] && exit 0
 for dev in cuda cpu; do
   t0=$(date +%s)
   "$TRM" pretrain cfg=tiny data_paths="[$W/data]" device=$dev +run_name="full_$dev" checkpoint_path="$W/full_$dev" \

@@ -1,7 +1,10 @@
 /* attention.cu — non-causal attention. bf16 runs with head dim 64 take the fused kernels at the
  * end of this file (flash-attention style, tensor cores, no T×T scores in memory): on Hopper
- * (an sm_90a build on a 9.0 device) the wgmma kernels, elsewhere the mma.sync ones; both
- * deterministic (TRM_FLASH_WGMMA=0 picks mma.sync on Hopper too, to compare). Otherwise
+ * (an sm_90a build on a 9.0 device) the wgmma kernels, elsewhere the mma.sync ones
+ * (TRM_FLASH_WGMMA=0 picks mma.sync on Hopper too, to compare). The Hopper backward runs in
+ * one pass, dQ summed by reductions in memory (the sums' order varies from run to run, as in
+ * PyTorch's flash backward); TRM_DETERMINISTIC=1 and the mma.sync kernels take two passes
+ * without atomics, the same bits every run. Otherwise
  * the elementwise parts around the backend's batched GEMMs: row softmax with the log-sum-exp
  * saved, its recomputation from the lse in the backward, rowsum(dO∘O) (the fused backward uses
  * it too) and dS = P∘(dP − rowsum). Scores are one head's (B, T, T) at a time (head h of H), so
@@ -69,11 +72,44 @@ __global__ void att_rowdot_kernel(float *dr, const E *dout, const E *out, int B,
         }
     }
 }
-void k_att_rowdot(cudaStream_t st, int dt, float *dr, const void *dout, const void *out, int B, int Tn, int H, int hd) {
+/* the same with a row of L 16-byte vectors read by L lanes at once (hd = 64: 8 lanes in bf16) */
+template <typename E, int L>
+__global__ void att_rowdot_vec_kernel(float *dr, const E *dout, const E *out, int B, int T, int H) {
+    const int N = vn<E>::N;
+    size_t rows = (size_t)B * T * H, per = blockDim.x / L;
+    int lane = threadIdx.x % L;
+    for (size_t r0 = blockIdx.x * per; r0 < rows; r0 += (size_t)gridDim.x * per) {
+        size_t r = r0 + threadIdx.x / L;
+        bool live = r < rows;
+        size_t o = (live ? r : 0) * L * N + (size_t)lane * N; /* every lane takes part in the shuffles */
+        float g[N], v[N], s = 0.f;
+        ld16(g, dout + o);
+        ld16(v, out + o);
+#pragma unroll
+        for (int e = 0; e < N; e++) s += g[e] * v[e];
+#pragma unroll
+        for (int x = L / 2; x > 0; x >>= 1) s += __shfl_xor_sync(0xffffffffu, s, x);
+        if (live && lane == 0) {
+            size_t bi = r / H;
+            dr[((bi / T) * H + r % H) * T + bi % T] = s;
+        }
+    }
+}
+template <typename E>
+static void rowdot_launch(cudaStream_t st, float *dr, const E *dout, const E *out, int B, int Tn, int H, int hd) {
     size_t rows = (size_t)B * Tn * H;
-    if (rows)
-        ACT_DISPATCH(dt, att_rowdot_kernel<T><<<grid_for(rows, 8), 256, 0, st>>>(dr, (const T *)dout, (const T *)out, B,
-                                                                                 Tn, H, hd));
+    int L = hd % vn<E>::N ? 0 : hd / vn<E>::N;
+    int aligned = ((uintptr_t)dout & 15) == 0 && ((uintptr_t)out & 15) == 0;
+    if (aligned && L == 8)
+        att_rowdot_vec_kernel<E, 8><<<grid_for(rows, 256 / 8), 256, 0, st>>>(dr, dout, out, B, Tn, H);
+    else if (aligned && L == 16)
+        att_rowdot_vec_kernel<E, 16><<<grid_for(rows, 256 / 16), 256, 0, st>>>(dr, dout, out, B, Tn, H);
+    else
+        att_rowdot_kernel<E><<<grid_for(rows, 8), 256, 0, st>>>(dr, dout, out, B, Tn, H, hd);
+}
+void k_att_rowdot(cudaStream_t st, int dt, float *dr, const void *dout, const void *out, int B, int Tn, int H, int hd) {
+    if (B > 0 && Tn > 0 && H > 0)
+        ACT_DISPATCH(dt, rowdot_launch<T>(st, dr, (const T *)dout, (const T *)out, B, Tn, H, hd));
 }
 
 __global__ void att_ds_kernel(float *dP, const float *P, const float *dr, size_t n, int T, int H,
@@ -429,8 +465,9 @@ __device__ __forceinline__ void fw_mma(float d[8][4], const uint32_t (&a)[KS][4]
 }
 #endif
 
-/* Warpgroups past T compute on the zero rows too (their results are not stored): a branch
- * around the products would make the compiler serialise every wgmma. */
+/* A warpgroup wholly past T (the second of the last block where T mod 128 <= 64: T = 916) only
+ * copies and meets the barriers; one partly past T computes on the zero rows too (a branch
+ * around the products would make the compiler serialise every wgmma). */
 template <int WG>
 __global__ void __launch_bounds__(128 * WG) flash_fwd_wg_kernel(bf16 *out, float *lse, const bf16 *q16, int T, int H,
                                                                    float sl2) {
@@ -453,6 +490,10 @@ __global__ void __launch_bounds__(128 * WG) flash_fwd_wg_kernel(bf16 *out, float
     float o[8][4], s[8][4], ml[4] = {-INFINITY, -INFINITY, 0.f, 0.f}, c[2];
     uint32_t qa[4][4], p[4][4];
     fa_zero(o);
+    if (qw >= T) {
+        for (int it = 0; it < n; it++) kv_next<FA_T>(sKV, K, V, ld, it, n, T);
+        return;
+    }
     kv_next<FA_T>(sKV, K, V, ld, 0, n, T);
     fa_afrag(qa, sQ, wg * 64 + w * 16);
     uint64_t dk[4], dv[4];
@@ -632,11 +673,21 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_q_wg_kernel(bf16 *dqkv, co
  * as well (A by descriptor) and the tiles are 32 queries, so that a thread holds few enough
  * registers (138) for three warpgroups a block (192 keys: 960 rows for a 916-long maze where
  * 128-key blocks pad to 1024; measured 2.76 → 2.47 ms a call against the 64-query-tile version
- * with K and V in registers, 250 registers, two warpgroups). lse and rowsum arrive by cp.async too, zero past T: those queries' Q and
- * dO rows are zero, so their Pᵀ = 1 meets zero rows in both products. */
+ * with K and V in registers, 250 registers, two warpgroups). lse and rowsum arrive by cp.async
+ * too, zero past T: those queries' Q and dO rows are zero, so their Pᵀ = 1 meets zero rows in
+ * both products.
+ * DQ = 1 makes it the whole backward in one pass (dQ by reduction into an fp32 accumulator, so
+ * the sums' order varies from run to run): each warpgroup stores its tile's dSᵀ (bf16, by
+ * stmatrix) and multiplies dQᵀ (64 × 32) = Kᵀ·dSᵀ over its 64 keys with the next tile's dV/dK
+ * products; the warpgroups' fp32 parts meet in shared memory and the sum of the tile before
+ * goes out as vector reductions while the next products run. */
 #define FK_T 32
 #define FK_TILE (FK_T * FA_D)
-#define FK_SMEM(WG) ((FW_NS * 2 * FK_TILE + 2 * (WG) * FW_TILE) * 2 + FW_NS * 2 * FK_T * 4 + 1024)
+#define FK_SLD 40 /* floats a row of a staged dQᵀ part: rows 160 bytes apart keep the stores conflict-free */
+#define FK_STG (FA_D * FK_SLD)
+#define FK_SMEM(WG, DQ)                                                                                             \
+    ((FW_NS * 2 * FK_TILE + 2 * (WG) * FW_TILE + (DQ) * (WG) * FK_TILE) * 2 + FW_NS * 2 * FK_T * 4 +                \
+     (DQ) * 2 * (WG) * FK_STG * 4 + 1024)
 
 #if defined(TRM_WGMMA)
 __device__ __forceinline__ void fk_fetch(bf16 *sQO, float *sLD, const bf16 *Q, const bf16 *dO, const float *Lr,
@@ -669,30 +720,75 @@ __device__ __forceinline__ void fk_pds(float st[4][4], float dpt[4][4], const fl
             dpt[j][e] = st[j][e] * (dpt[j][e] - sD[q]);
         }
 }
+/* dQᵀ (64 × 32) = Kᵀ·dSᵀ over a warpgroup's 64 keys: Kᵀ read M-major from the K tile, dSᵀ as the
+ * K-major (32 queries × 64 keys) tile fk_ds_store wrote; issued */
+__device__ __forceinline__ void fk_tn(float d[4][4], const uint64_t ka[4], const uint64_t db[4]) {
+    wg_m64n32k16_ss<0, 1>(d, ka[0], db[0]);
+    wg_m64n32k16_ss<1, 1>(d, ka[1], db[1]);
+    wg_m64n32k16_ss<1, 1>(d, ka[2], db[2]);
+    wg_m64n32k16_ss<1, 1>(d, ka[3], db[3]);
+}
+/* A warp's dSᵀ fragments (its 16 keys × 32 queries, the packed A operand of dK) into the
+ * swizzled (32 queries × 64 keys) tile, transposed by stmatrix: 8 keys of a query per 16 bytes */
+__device__ __forceinline__ void fk_ds_store(bf16 *tile, const uint32_t (&da)[2][4]) {
+    int l = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, i = l >> 3;
+    uint32_t base = (uint32_t)__cvta_generic_to_shared(tile);
+#pragma unroll
+    for (int kk = 0; kk < 2; kk++) {
+        int q = kk * 16 + (i >> 1) * 8 + (l & 7), c = 2 * w + (i & 1);
+        stsm4t(base + q * 128 + ((c ^ (q & 7)) << 4), da[kk]);
+    }
+}
+/* a warpgroup's dQᵀ part (C fragments: rows d, columns queries) into its (64 × 32) fp32 staging */
+__device__ __forceinline__ void fk_dq_stage(float *stg, const float (&d)[4][4]) {
+    int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3, r = ((threadIdx.x >> 5) & 3) * 16 + g;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        *reinterpret_cast<float2 *>(stg + r * FK_SLD + j * 8 + 2 * t) = make_float2(d[j][0], d[j][1]);
+        *reinterpret_cast<float2 *>(stg + (r + 8) * FK_SLD + j * 8 + 2 * t) = make_float2(d[j][2], d[j][3]);
+    }
+}
+/* the WG staged parts of query tile j summed and added to the head's fp32 dQᵀ accumulator
+ * (64 × Tp, Tp = T rounded up to tiles: queries past T add zeros) */
+template <int WG> __device__ __forceinline__ void fk_dq_reduce(float *acc, const float *stg, int j, int Tp) {
+    for (int c = threadIdx.x; c < FA_D * FK_T / 4; c += blockDim.x) {
+        int r = c >> 3, c4 = (c & 7) * 4;
+        float4 v = *reinterpret_cast<const float4 *>(stg + r * FK_SLD + c4);
+#pragma unroll
+        for (int x = 1; x < WG; x++) {
+            float4 u = *reinterpret_cast<const float4 *>(stg + x * FK_STG + r * FK_SLD + c4);
+            v.x += u.x, v.y += u.y, v.z += u.z, v.w += u.w;
+        }
+        red_add_v4(acc + (size_t)r * Tp + j * FK_T + c4, v);
+    }
+}
 #endif
 
-template <int WG>
-__global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, const bf16 *q16, const bf16 *o16,
-                                                                   const float *lse, const float *dr, int T, int H,
-                                                                   float sl2, float scale) {
+template <int WG, int DQ>
+__global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, float *dqacc, const bf16 *q16,
+                                                                   const bf16 *o16, const float *lse, const float *dr,
+                                                                   int T, int H, float sl2, float scale) {
 #if defined(TRM_WGMMA)
     extern __shared__ unsigned char fw_raw[];
     bf16 *sQO = (bf16 *)(((uintptr_t)fw_raw + 1023) & ~(uintptr_t)1023);
     bf16 *sK = sQO + FW_NS * 2 * FK_TILE, *sV = sK + WG * FW_TILE; /* swizzled, 64 rows a warpgroup */
-    float *sLD = (float *)(sV + WG * FW_TILE);
+    bf16 *sDS = sV + WG * FW_TILE;                                  /* DQ: a warpgroup's dSᵀ tile */
+    float *sLD = (float *)(sDS + DQ * WG * FK_TILE);
+    float *sStg = sLD + FW_NS * 2 * FK_T; /* DQ: two tiles' staged dQ parts, one a warpgroup */
     int h = blockIdx.y, b = blockIdx.z, wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3;
     int k0 = blockIdx.x * 64 * WG, r0 = k0 + wg * 64 + w * 16;
     auto [ld, ldo, Q, K, V, dO, Lr, Dr] = fb_head(q16, o16, lse, dr, T, H, b, h);
-    int n = (T + FK_T - 1) / FK_T;
+    int n = (T + FK_T - 1) / FK_T, Tp = n * FK_T;
+    float *acc = DQ ? dqacc + ((size_t)b * H + h) * FA_D * Tp : nullptr; /* the head's dQᵀ (64 × Tp) */
     fw_fetch(sK, K, ld, k0, T, 64 * WG);
     fw_fetch(sV, V, ld, k0, T, 64 * WG);
     fk_fetch(sQO, sLD, Q, dO, Lr, Dr, ld, ldo, 0, T);
     cp_async_commit();
     if (n > 1) fk_fetch(sQO, sLD, Q, dO, Lr, Dr, ld, ldo, 1, T);
     cp_async_commit();
-    float st[4][4], dpt[4][4], dk[8][4], dv[8][4];
+    float st[4][4], dpt[4][4], dk[8][4], dv[8][4], dqt[4][4];
     uint32_t pa[2][4], da[2][4];
-    uint64_t kd[4], vd[4], dqd[4], dod[4], qn[2], on[2];
+    uint64_t kd[4], vd[4], dqd[4], dod[4], qn[2], on[2], kt[4], dsd[4];
     fa_zero(dk), fa_zero(dv);
     fw_descs(kd, sK + wg * FW_TILE, 0);
     fw_descs(vd, sV + wg * FW_TILE, 0);
@@ -707,37 +803,59 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, c
     wg_fence_f(st), wg_fence_f(dpt);
     fk_pds(st, dpt, sLD, sLD + FK_T, sl2);
     c_to_a(st, pa), c_to_a(dpt, da);
+    if constexpr (DQ) fk_ds_store(sDS + wg * FK_TILE, da);
     for (int it = 1; it < n; it++) {
-        fk_next(sQO, sLD, Q, dO, Lr, Dr, ld, ldo, it, n, T);
+        fk_next(sQO, sLD, Q, dO, Lr, Dr, ld, ldo, it, n, T); /* its barrier publishes dSᵀ(it - 1) too */
         const bf16 *sq = sQO + (it % FW_NS) * 2 * FK_TILE, *sp = sQO + ((it - 1) % FW_NS) * 2 * FK_TILE;
         fw_descs(dqd, sq, 0);
         fw_descs(dod, sq + FK_TILE, 0);
         fw_descs(qn, sp, 1);
         fw_descs(on, sp + FK_TILE, 1);
+        fw_descs(kd, opaque(sK + wg * FW_TILE), 0);
+        fw_descs(vd, opaque(sV + wg * FW_TILE), 0);
+        if constexpr (DQ) fw_descs(kt, opaque(sK + wg * FW_TILE), 1), fw_descs(dsd, opaque(sDS + wg * FK_TILE), 0);
         wg_fence_f(dk), wg_fence_f(dv), wg_fence_u(pa), wg_fence_u(da);
+        if constexpr (DQ) wg_fence_f(dqt);
         wg_fence();
         fk_nt(st, kd, dqd);
         fk_nt(dpt, vd, dod);
         wg_commit();
         fw_mma<1, 1, 2>(dv, pa, on), fw_mma<1, 1, 2>(dk, da, qn);
+        if constexpr (DQ) fk_tn(dqt, kt, dsd);
         wg_commit();
-        wg_wait<1>(); /* Sᵀ and dPᵀ; the previous tile's dV and dK products run on */
+        if constexpr (DQ)
+            if (it >= 2) fk_dq_reduce<WG>(acc, sStg + (it & 1) * WG * FK_STG, it - 2, Tp);
+        wg_wait<1>(); /* Sᵀ and dPᵀ; the previous tile's dV and dK (and dQ) products run on */
         wg_fence_f(st), wg_fence_f(dpt);
         const float *sl = sLD + (it % FW_NS) * 2 * FK_T;
         fk_pds(st, dpt, sl, sl + FK_T, sl2); /* in fp32: registers no product in flight reads */
         wg_wait<0>();
         wg_fence_f(dk), wg_fence_f(dv), wg_fence_u(pa), wg_fence_u(da);
+        if constexpr (DQ) wg_fence_f(dqt), fk_dq_stage(sStg + (((it - 1) & 1) * WG + wg) * FK_STG, dqt);
         c_to_a(st, pa), c_to_a(dpt, da);
+        if constexpr (DQ) fk_ds_store(sDS + wg * FK_TILE, da);
     }
+    if constexpr (DQ) fence_async_smem(), __syncthreads(); /* dSᵀ(n - 1), the parts of n - 2 */
     const bf16 *sp = sQO + ((n - 1) % FW_NS) * 2 * FK_TILE;
     fw_descs(qn, sp, 1);
     fw_descs(on, sp + FK_TILE, 1);
+    if constexpr (DQ) fw_descs(kt, opaque(sK + wg * FW_TILE), 1), fw_descs(dsd, opaque(sDS + wg * FK_TILE), 0);
     wg_fence_f(dk), wg_fence_f(dv), wg_fence_u(pa), wg_fence_u(da);
+    if constexpr (DQ) wg_fence_f(dqt);
     wg_fence();
     fw_mma<1, 1, 2>(dv, pa, on), fw_mma<1, 1, 2>(dk, da, qn);
+    if constexpr (DQ) fk_tn(dqt, kt, dsd);
     wg_commit();
+    if constexpr (DQ)
+        if (n >= 2) fk_dq_reduce<WG>(acc, sStg + (n & 1) * WG * FK_STG, n - 2, Tp);
     wg_wait<0>();
     wg_fence_f(dk), wg_fence_f(dv), wg_fence_u(pa), wg_fence_u(da);
+    if constexpr (DQ) {
+        wg_fence_f(dqt);
+        fk_dq_stage(sStg + (((n - 1) & 1) * WG + wg) * FK_STG, dqt);
+        __syncthreads();
+        fk_dq_reduce<WG>(acc, sStg + ((n - 1) & 1) * WG * FK_STG, n - 1, Tp);
+    }
     if (r0 < T) {
         fa_store(dqkv + (size_t)b * T * ld + (H + h) * FA_D, ld, r0, T, dk, scale, scale);
         fa_store(dqkv + (size_t)b * T * ld + (2 * H + h) * FA_D, ld, r0, T, dv, 1.f, 1.f);
@@ -745,6 +863,27 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, c
 #else
     __trap();
 #endif
+}
+
+/* dQ of the one-pass backward: the fp32 (B, H, 64, Tp) accumulator, scaled and transposed
+ * through shared memory, into the bf16 q columns of dqkv (B, T, 3H, 64); 64 queries a block */
+__global__ void __launch_bounds__(256) flash_dq_convert_kernel(bf16 *dqkv, const float *acc, int T, int H, float scale) {
+    __shared__ float s[FA_D][65];
+    int h = blockIdx.y, b = blockIdx.z, t0 = blockIdx.x * 64, Tp = (T + FK_T - 1) / FK_T * FK_T;
+    const float *src = acc + ((size_t)b * H + h) * FA_D * Tp;
+    for (int i = threadIdx.x; i < FA_D * 16; i += blockDim.x) {
+        int d = i >> 4, tt = (i & 15) * 4;
+        float4 v = t0 + tt < Tp ? *reinterpret_cast<const float4 *>(src + (size_t)d * Tp + t0 + tt) : float4{};
+        s[d][tt] = v.x * scale, s[d][tt + 1] = v.y * scale, s[d][tt + 2] = v.z * scale, s[d][tt + 3] = v.w * scale;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < 64 * 8; i += blockDim.x) {
+        int tt = i >> 3, c = (i & 7) * 8;
+        if (t0 + tt >= T) break;
+        uint4 o = {pack_bf16(s[c][tt], s[c + 1][tt]), pack_bf16(s[c + 2][tt], s[c + 3][tt]),
+                   pack_bf16(s[c + 4][tt], s[c + 5][tt]), pack_bf16(s[c + 6][tt], s[c + 7][tt])};
+        *reinterpret_cast<uint4 *>(dqkv + ((size_t)b * T + t0 + tt) * 3 * H * FA_D + h * FA_D + c) = o;
+    }
 }
 
 /* ---- backward: two passes without atomics, each warp owning two 16-row tiles (32 keys, or 32
@@ -945,6 +1084,10 @@ __global__ void __launch_bounds__(128) flash_bwd_q_kernel(bf16 *dqkv, const bf16
     }
 }
 
+size_t k_flash_dq_bytes(int B, int T, int H) {
+    return (size_t)B * H * FA_D * ((T + FK_T - 1) / FK_T * FK_T) * sizeof(float);
+}
+
 int k_flash_ok(const void *a, const void *b, int hd) {
     return hd == FA_D && ((uintptr_t)a & 15u) == 0 && ((uintptr_t)b & 15u) == 0;
 }
@@ -954,10 +1097,11 @@ static dim3 wg_grid(int T, int WG, int H, int B) { return dim3((unsigned)((T + 6
 template <typename F> static int smem_limit(F kernel, int bytes) {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) == cudaSuccess;
 }
-template <int WG> static void fk_launch(cudaStream_t st, bf16 *dqkv, const bf16 *q, const bf16 *o, const float *lse,
-                                        const float *dr, int B, int T, int H, float scale) {
-    flash_bwd_kv_wg_kernel<WG><<<wg_grid(T, WG, H, B), 128 * WG, FK_SMEM(WG), st>>>(dqkv, q, o, lse, dr, T, H,
-                                                                                   scale * LOG2E, scale);
+template <int WG, int DQ>
+static void fk_launch(cudaStream_t st, bf16 *dqkv, float *dqacc, const bf16 *q, const bf16 *o, const float *lse,
+                      const float *dr, int B, int T, int H, float scale) {
+    flash_bwd_kv_wg_kernel<WG, DQ><<<wg_grid(T, WG, H, B), 128 * WG, FK_SMEM(WG, DQ), st>>>(
+        dqkv, dqacc, q, o, lse, dr, T, H, scale * LOG2E, scale);
 }
 
 int k_flash_wgmma(void) {
@@ -968,7 +1112,8 @@ int k_flash_wgmma(void) {
         return 0;
     if (major != 9 || minor != 0) return 0;
     if (smem_limit(flash_fwd_wg_kernel<FW_WG>, FW_SMEM(FW_WG)) && smem_limit(flash_bwd_q_wg_kernel<FW_WG>, FQ_SMEM(FW_WG)) &&
-        smem_limit(flash_bwd_kv_wg_kernel<2>, FK_SMEM(2)) && smem_limit(flash_bwd_kv_wg_kernel<3>, FK_SMEM(3)))
+        smem_limit(flash_bwd_kv_wg_kernel<2, 0>, FK_SMEM(2, 0)) && smem_limit(flash_bwd_kv_wg_kernel<3, 0>, FK_SMEM(3, 0)) &&
+        smem_limit(flash_bwd_kv_wg_kernel<2, 1>, FK_SMEM(2, 1)) && smem_limit(flash_bwd_kv_wg_kernel<3, 1>, FK_SMEM(3, 1)))
         return 1;
     cudaGetLastError(); /* fall back to mma.sync without leaving the error queued */
     return 0;
@@ -988,24 +1133,35 @@ void k_flash_fwd(cudaStream_t st, int wgmma, void *out, float *lse, const void *
     flash_fwd_kernel<<<grid, 32 * FA_FWD_WARPS, 0, st>>>((bf16 *)out, lse, (const bf16 *)qkv, T, H, LOG2E / sqrtf((float)FA_D));
 }
 
-void k_flash_bwd(cudaStream_t st, int wgmma, void *dqkv, const void *dout, const void *qkv, const float *lse,
-                 const float *dr, int B, int T, int H) {
+void k_flash_bwd(cudaStream_t st, int wgmma, void *dqkv, float *dqacc, const void *dout, const void *qkv,
+                 const float *lse, const float *dr, int B, int T, int H) {
     dim3 grid((unsigned)((T + FB_ROWS - 1) / FB_ROWS), (unsigned)H, (unsigned)B);
     float scale = 1.0f / sqrtf((float)FA_D);
     const bf16 *q = (const bf16 *)qkv, *o = (const bf16 *)dout;
+    bf16 *dq = (bf16 *)dqkv;
     if (wgmma) {
         /* three warpgroups (192 keys) a block unless that pads T further than 128-key blocks do
          * (T = 97: 192 against 128 rows; T = 916: 960 against 1024) */
-        if ((T + 191) / 192 * 192 <= (T + 127) / 128 * 128)
-            fk_launch<3>(st, (bf16 *)dqkv, q, o, lse, dr, B, T, H, scale);
+        int wg3 = (T + 191) / 192 * 192 <= (T + 127) / 128 * 128;
+        if (dqacc) { /* one pass, dQ summed into dqacc (zeroed by the caller), then written out */
+            if (wg3)
+                fk_launch<3, 1>(st, dq, dqacc, q, o, lse, dr, B, T, H, scale);
+            else
+                fk_launch<2, 1>(st, dq, dqacc, q, o, lse, dr, B, T, H, scale);
+            dim3 cg((unsigned)((T + 63) / 64), (unsigned)H, (unsigned)B);
+            flash_dq_convert_kernel<<<cg, 256, 0, st>>>(dq, dqacc, T, H, scale);
+            return;
+        }
+        if (wg3)
+            fk_launch<3, 0>(st, dq, nullptr, q, o, lse, dr, B, T, H, scale);
         else
-            fk_launch<2>(st, (bf16 *)dqkv, q, o, lse, dr, B, T, H, scale);
+            fk_launch<2, 0>(st, dq, nullptr, q, o, lse, dr, B, T, H, scale);
         /* 98 registers: two blocks of two warpgroups an SM (maze call 1.90 ms; one block of three
          * with less padding, 1.98) */
         flash_bwd_q_wg_kernel<FW_WG><<<wg_grid(T, FW_WG, H, B), 128 * FW_WG, FQ_SMEM(FW_WG), st>>>(
-            (bf16 *)dqkv, q, o, lse, dr, T, H, scale * LOG2E, scale);
+            dq, q, o, lse, dr, T, H, scale * LOG2E, scale);
         return;
     }
-    flash_bwd_kv_kernel<<<grid, 128, 0, st>>>((bf16 *)dqkv, q, o, lse, dr, T, H, scale * LOG2E, scale);
-    flash_bwd_q_kernel<<<grid, 128, 0, st>>>((bf16 *)dqkv, q, o, lse, dr, T, H, scale * LOG2E, scale);
+    flash_bwd_kv_kernel<<<grid, 128, 0, st>>>(dq, q, o, lse, dr, T, H, scale * LOG2E, scale);
+    flash_bwd_q_kernel<<<grid, 128, 0, st>>>(dq, q, o, lse, dr, T, H, scale * LOG2E, scale);
 }

@@ -73,7 +73,7 @@ typedef struct {
     size_t bytes;
 } scratch_buf;
 
-enum { SCR_ATT_S, SCR_ATT_DP, SCR_ATT_DR, SCR_EMBED, SCR_LOSS, SCR_BF16_A, SCR_BF16_B, SCR_TUNE, SCR_COUNT };
+enum { SCR_ATT_S, SCR_ATT_DP, SCR_ATT_DR, SCR_ATT_DQ, SCR_EMBED, SCR_LOSS, SCR_BF16_A, SCR_BF16_B, SCR_TUNE, SCR_COUNT };
 
 /* GEMM precision of a plan: fp32; bf16 tensor cores reading fp32 operands; bf16 operands (bf16
  * activations and weights, or fp32 ones converted just before the product). Accumulation is
@@ -91,10 +91,21 @@ typedef struct {
     int capturing;
     void *nccl; /* the run's NCCL communicator, once comm_init ran */
     int wgmma;  /* attention on Hopper's warpgroup products (TRM_FLASH_WGMMA=0: the mma.sync kernels) */
+    int deterministic; /* TRM_DETERMINISTIC=1: attention's backward in two passes, no reductions in memory */
 } cuda_ctx;
 
 static cuda_ctx *CTX(trm_backend *b) { return (cuda_ctx *)b->ctx; }
 static void *scratch(trm_backend *b, int which, size_t bytes);
+
+/* a yes/no environment switch: 1/true/on/yes or 0/false/off/no; unset or empty gives def */
+static int env_flag(const char *name, int def) {
+    const char *v = getenv(name);
+    if (!v || !*v) return def;
+    if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "on") || !strcmp(v, "yes")) return 1;
+    if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "off") || !strcmp(v, "no")) return 0;
+    fprintf(stderr, "trm: warning: %s=%s is not one of 1/true/on/yes or 0/false/off/no; using %d\n", name, v, def);
+    return def;
+}
 
 static int ptr_align(const void *p, int64_t stride_bytes) {
     uintptr_t v = (uintptr_t)p | (uintptr_t)stride_bytes;
@@ -405,7 +416,13 @@ static void cuda_attention_bwd(trm_backend *b, void *dqkv, const void *dout, con
     float *dr = (float *)scratch(b, SCR_ATT_DR, (size_t)B * H * T * sizeof(float));
     k_att_rowdot(ST(b), DT(b), dr, dout, out, B, T, H, hd);
     if (DT(b) == TRM_BF16 && k_flash_ok(qkv, dout, hd) && k_flash_ok(dqkv, out, hd)) {
-        k_flash_bwd(ST(b), CTX(b)->wgmma, dqkv, dout, qkv, lse, dr, B, T, H);
+        float *dqacc = NULL;
+        if (CTX(b)->wgmma && !CTX(b)->deterministic) {
+            size_t n = k_flash_dq_bytes(B, T, H);
+            dqacc = (float *)scratch(b, SCR_ATT_DQ, n);
+            CK(cudaMemsetAsync(dqacc, 0, n, ST(b)));
+        }
+        k_flash_bwd(ST(b), CTX(b)->wgmma, dqkv, dqacc, dout, qkv, lse, dr, B, T, H);
         return;
     }
     size_t e = trm_act_size(b);
@@ -599,9 +616,8 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     b->name = "cuda";
     b->caps = caps;
     b->ctx = c;
-    const char *wg = getenv("TRM_FLASH_WGMMA");
-    int wg_off = wg && (!strcmp(wg, "0") || !strcmp(wg, "false") || !strcmp(wg, "off") || !strcmp(wg, "no"));
-    c->wgmma = !wg_off && k_flash_wgmma();
+    c->wgmma = env_flag("TRM_FLASH_WGMMA", 1) && k_flash_wgmma();
+    c->deterministic = env_flag("TRM_DETERMINISTIC", 0);
     b->destroy = cuda_destroy;
     b->alloc = cuda_alloc;
     b->free = cuda_free;

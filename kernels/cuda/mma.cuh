@@ -58,6 +58,12 @@ __device__ __forceinline__ uint64_t wg_desc(const void *smem, uint32_t lbo, uint
     uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
     return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
 }
+/* p, opaque to the compiler: descriptors of loop-invariant tiles built from it inside a loop are
+ * rebuilt at their use instead of being hoisted and held in registers across the loop */
+template <typename T> __device__ __forceinline__ T *opaque(T *p) {
+    asm volatile("" : "+l"(p));
+    return p;
+}
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
@@ -87,13 +93,27 @@ __device__ __forceinline__ void wg_m64n64k16(float d[8][4], const uint32_t a[4],
                  : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(ACC), "n"(TB));
 }
-/* d (64 × 32) = (ACC ? d : 0) + A · B with A read from shared memory too (K-major, descriptor da) */
-template <int ACC>
+/* d (64 × 32) = (ACC ? d : 0) + A · B with A read from shared memory too (descriptor da; TA = 0:
+ * K-major, 1: M-major, the rows of the stored tile being the k index), B K-major */
+template <int ACC, int TA = 0>
 __device__ __forceinline__ void wg_m64n32k16_ss(float d[4][4], uint64_t da, uint64_t db) {
     asm volatile("wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, %18, 1, 1, 0, 0;\n"
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, %18, 1, 1, %19, 0;\n"
                  : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
-                 : "l"(da), "l"(db), "n"(ACC));
+                 : "l"(da), "l"(db), "n"(ACC), "n"(TA));
+}
+/* four 8 × 8 bf16 matrices (the register r[i] of each thread holding its two elements of matrix
+ * i, as in an A fragment) stored transposed: lane 8i + p gives the address of row p of matrix
+ * i's transpose (16 bytes) */
+__device__ __forceinline__ void stsm4t(uint32_t addr, const uint32_t r[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]),
+                 "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
+/* four consecutive floats added to global memory in one reduction (sm_90) */
+__device__ __forceinline__ void red_add_v4(float *p, float4 v) {
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+                 : "memory");
 }
 #endif
 
