@@ -24,7 +24,10 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 for step in "$@"; do
   echo "== $step"
   case $step in
-    parity) CK_FORK=yes TRM_TEST_BACKEND=cuda "$BIN/test_backend_parity" 2>&1 | tail -25 ;;
+    parity)
+      CK_FORK=yes TRM_TEST_BACKEND=cuda "$BIN/test_backend_parity" 2>&1 | tail -25
+      echo "deterministic attention backward:"
+      CK_FORK=yes TRM_TEST_BACKEND=cuda TRM_DETERMINISTIC=1 "$BIN/test_backend_parity" 2>&1 | tail -2 ;;
     golden)
       for dt in 32 16; do
         [ $dt = 16 ] && export TRM_TEST_BF16=1

@@ -99,7 +99,7 @@ template <typename E>
 static void rowdot_launch(cudaStream_t st, float *dr, const E *dout, const E *out, int B, int Tn, int H, int hd) {
     size_t rows = (size_t)B * Tn * H;
     int L = hd % vn<E>::N ? 0 : hd / vn<E>::N;
-    int aligned = ((uintptr_t)dout & 15) == 0 && ((uintptr_t)out & 15) == 0;
+    bool aligned = aligned16(dout) && aligned16(out);
     if (aligned && L == 8)
         att_rowdot_vec_kernel<E, 8><<<grid_for(rows, 256 / 8), 256, 0, st>>>(dr, dout, out, B, Tn, H);
     else if (aligned && L == 16)
@@ -465,7 +465,7 @@ __device__ __forceinline__ void fw_mma(float d[8][4], const uint32_t (&a)[KS][4]
 }
 #endif
 
-/* A warpgroup wholly past T (the second of the last block where T mod 128 <= 64: T = 916) only
+/* A warpgroup wholly past T (the last of a block where 1 <= T mod 64·WG <= 64: T = 916) only
  * copies and meets the barriers; one partly past T computes on the zero rows too (a branch
  * around the products would make the compiler serialise every wgmma). */
 template <int WG>
@@ -558,7 +558,8 @@ __global__ void __launch_bounds__(128 * WG) flash_fwd_wg_kernel(bf16 *out, float
 #endif
 }
 
-/* ---- backward on Hopper (sm_90a): the same two deterministic passes on wgmma ---------------
+/* ---- backward on Hopper (sm_90a): by default one pass (the dK/dV kernel with DQ = 1, below);
+ * TRM_DETERMINISTIC=1 keeps the two passes without atomics, on wgmma ----------------------
  * dQ: each warpgroup owns 64 queries (Q and dO rows read by descriptor from shared memory) and
  * streams 32-key tiles of K and V: S = Q·Kᵀ and dP = dO·Vᵀ of a tile are issued with the
  * previous tile's dQ += dS·K, whose product runs while this tile's dS is computed. K is read
@@ -671,7 +672,7 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_q_wg_kernel(bf16 *dqkv, co
  * rowsum: Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ of a tile are issued with the previous tile's dV += Pᵀ·dO
  * and dK += dSᵀ·Q (Q and dO read K-major, then N-major). K and V are read from shared memory
  * as well (A by descriptor) and the tiles are 32 queries, so that a thread holds few enough
- * registers (138) for three warpgroups a block (192 keys: 960 rows for a 916-long maze where
+ * registers (138; 166 with DQ = 1) for three warpgroups a block (192 keys: 960 rows for a 916-long maze where
  * 128-key blocks pad to 1024; measured 2.76 → 2.47 ms a call against the 64-query-tile version
  * with K and V in registers, 250 registers, two warpgroups). lse and rowsum arrive by cp.async
  * too, zero past T: those queries' Q and dO rows are zero, so their Pᵀ = 1 meets zero rows in
@@ -751,7 +752,7 @@ __device__ __forceinline__ void fk_dq_stage(float *stg, const float (&d)[4][4]) 
 /* the WG staged parts of query tile j summed and added to the head's fp32 dQᵀ accumulator
  * (64 × Tp, Tp = T rounded up to tiles: queries past T add zeros) */
 template <int WG> __device__ __forceinline__ void fk_dq_reduce(float *acc, const float *stg, int j, int Tp) {
-    for (int c = threadIdx.x; c < FA_D * FK_T / 4; c += blockDim.x) {
+    for (int c = threadIdx.x; c < FA_D * FK_T / 4; c += 128 * WG) {
         int r = c >> 3, c4 = (c & 7) * 4;
         float4 v = *reinterpret_cast<const float4 *>(stg + r * FK_SLD + c4);
 #pragma unroll

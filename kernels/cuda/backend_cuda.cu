@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common.cuh"
 
@@ -97,12 +98,13 @@ typedef struct {
 static cuda_ctx *CTX(trm_backend *b) { return (cuda_ctx *)b->ctx; }
 static void *scratch(trm_backend *b, int which, size_t bytes);
 
-/* a yes/no environment switch: 1/true/on/yes or 0/false/off/no; unset or empty gives def */
+/* a yes/no environment switch: 1/true/on/yes or 0/false/off/no in any case; unset or empty
+ * gives def */
 static int env_flag(const char *name, int def) {
     const char *v = getenv(name);
     if (!v || !*v) return def;
-    if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "on") || !strcmp(v, "yes")) return 1;
-    if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "off") || !strcmp(v, "no")) return 0;
+    if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "on") || !strcasecmp(v, "yes")) return 1;
+    if (!strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "off") || !strcasecmp(v, "no")) return 0;
     fprintf(stderr, "trm: warning: %s=%s is not one of 1/true/on/yes or 0/false/off/no; using %d\n", name, v, def);
     return def;
 }

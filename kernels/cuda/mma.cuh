@@ -110,10 +110,15 @@ __device__ __forceinline__ void stsm4t(uint32_t addr, const uint32_t r[4]) {
                  "r"(r[1]), "r"(r[2]), "r"(r[3])
                  : "memory");
 }
-/* four consecutive floats added to global memory in one reduction (sm_90) */
+/* four consecutive floats added to global memory in one reduction (sm_90; the vector form needs
+ * PTX ISA 8.1, CUDA 12.1: older compilers add them one by one) */
 __device__ __forceinline__ void red_add_v4(float *p, float4 v) {
+#if __CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 1)
     asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
                  : "memory");
+#else
+    atomicAdd(p, v.x), atomicAdd(p + 1, v.y), atomicAdd(p + 2, v.z), atomicAdd(p + 3, v.w);
+#endif
 }
 #endif
 
