@@ -593,6 +593,22 @@ __device__ __forceinline__ void fk_nt(float d[4][4], const uint64_t da[4], const
     wg_m64n32k16_ss<1>(d, da[2], db[2]);
     wg_m64n32k16_ss<1>(d, da[3], db[3]);
 }
+/* a tile's scores and dO·Vᵀ products of both backward passes (S, dP in the dQ pass; Sᵀ, dPᵀ in
+ * the dK/dV pass), issued as one group */
+__device__ __forceinline__ void fk_sdp(float (&s)[4][4], const uint64_t sa[4], const uint64_t sb[4],
+                                       float (&dp)[4][4], const uint64_t pa[4], const uint64_t pb[4]) {
+    fk_nt(s, sa, sb);
+    fk_nt(dp, pa, pb);
+    wg_commit();
+}
+/* the first tile's pair, waited for: nothing else is in flight yet */
+__device__ __forceinline__ void fk_sdp_first(float (&s)[4][4], const uint64_t sa[4], const uint64_t sb[4],
+                                             float (&dp)[4][4], const uint64_t pa[4], const uint64_t pb[4]) {
+    wg_fence();
+    fk_sdp(s, sa, sb, dp, pa, pb);
+    wg_wait<0>();
+    wg_fence_f(s), wg_fence_f(dp);
+}
 #endif
 
 template <int WG>
@@ -627,12 +643,7 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_q_wg_kernel(bf16 *dqkv, co
     kv_next<FQ_T>(sKV, K, V, ld, 0, n, T);
     fw_descs(dk, sKV, 0);
     fw_descs(dv, sKV + FQ_TILE, 0);
-    wg_fence();
-    fk_nt(s, qd, dk);
-    fk_nt(dp, od, dv);
-    wg_commit();
-    wg_wait<0>();
-    wg_fence_f(s), wg_fence_f(dp);
+    fk_sdp_first(s, qd, dk, dp, od, dv);
     fq_ds(s, dp, L, D, 0, T, sl2);
     c_to_a(dp, ds);
     for (int it = 1; it < n; it++) {
@@ -643,9 +654,7 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_q_wg_kernel(bf16 *dqkv, co
         fw_descs(dkn, sp, 1);
         wg_fence_f(dq), wg_fence_u(ds);
         wg_fence();
-        fk_nt(s, qd, dk);
-        fk_nt(dp, od, dv);
-        wg_commit();
+        fk_sdp(s, qd, dk, dp, od, dv);
         fw_mma<1, 1, 2>(dq, ds, dkn);
         wg_commit();
         wg_wait<1>(); /* S and dP; the previous tile's dQ product runs on */
@@ -684,6 +693,8 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_q_wg_kernel(bf16 *dqkv, co
  * goes out as vector reductions while the next products run. */
 #define FK_T 32
 #define FK_TILE (FK_T * FA_D)
+/* queries of the one-pass dQᵀ accumulator's rows: T rounded up to whole tiles */
+__host__ __device__ __forceinline__ int fk_tp(int T) { return (T + FK_T - 1) / FK_T * FK_T; }
 #define FK_SLD 40 /* floats a row of a staged dQᵀ part: rows 160 bytes apart keep the stores conflict-free */
 #define FK_STG (FA_D * FK_SLD)
 #define FK_SMEM(WG, DQ)                                                                                             \
@@ -779,7 +790,7 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, f
     int h = blockIdx.y, b = blockIdx.z, wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3;
     int k0 = blockIdx.x * 64 * WG, r0 = k0 + wg * 64 + w * 16;
     auto [ld, ldo, Q, K, V, dO, Lr, Dr] = fb_head(q16, o16, lse, dr, T, H, b, h);
-    int n = (T + FK_T - 1) / FK_T, Tp = n * FK_T;
+    int n = (T + FK_T - 1) / FK_T, Tp = fk_tp(T);
     float *acc = DQ ? dqacc + ((size_t)b * H + h) * FA_D * Tp : nullptr; /* the head's dQᵀ (64 × Tp) */
     fw_fetch(sK, K, ld, k0, T, 64 * WG);
     fw_fetch(sV, V, ld, k0, T, 64 * WG);
@@ -796,12 +807,7 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, f
     fk_next(sQO, sLD, Q, dO, Lr, Dr, ld, ldo, 0, n, T);
     fw_descs(dqd, sQO, 0);
     fw_descs(dod, sQO + FK_TILE, 0);
-    wg_fence();
-    fk_nt(st, kd, dqd);
-    fk_nt(dpt, vd, dod);
-    wg_commit();
-    wg_wait<0>();
-    wg_fence_f(st), wg_fence_f(dpt);
+    fk_sdp_first(st, kd, dqd, dpt, vd, dod);
     fk_pds(st, dpt, sLD, sLD + FK_T, sl2);
     c_to_a(st, pa), c_to_a(dpt, da);
     if constexpr (DQ) fk_ds_store(sDS + wg * FK_TILE, da);
@@ -818,9 +824,7 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, f
         wg_fence_f(dk), wg_fence_f(dv), wg_fence_u(pa), wg_fence_u(da);
         if constexpr (DQ) wg_fence_f(dqt);
         wg_fence();
-        fk_nt(st, kd, dqd);
-        fk_nt(dpt, vd, dod);
-        wg_commit();
+        fk_sdp(st, kd, dqd, dpt, vd, dod);
         fw_mma<1, 1, 2>(dv, pa, on), fw_mma<1, 1, 2>(dk, da, qn);
         if constexpr (DQ) fk_tn(dqt, kt, dsd);
         wg_commit();
@@ -870,7 +874,7 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, f
  * through shared memory, into the bf16 q columns of dqkv (B, T, 3H, 64); 64 queries a block */
 __global__ void __launch_bounds__(256) flash_dq_convert_kernel(bf16 *dqkv, const float *acc, int T, int H, float scale) {
     __shared__ float s[FA_D][65];
-    int h = blockIdx.y, b = blockIdx.z, t0 = blockIdx.x * 64, Tp = (T + FK_T - 1) / FK_T * FK_T;
+    int h = blockIdx.y, b = blockIdx.z, t0 = blockIdx.x * 64, Tp = fk_tp(T);
     const float *src = acc + ((size_t)b * H + h) * FA_D * Tp;
     for (int i = threadIdx.x; i < FA_D * 16; i += blockDim.x) {
         int d = i >> 4, tt = (i & 15) * 4;
@@ -1086,11 +1090,11 @@ __global__ void __launch_bounds__(128) flash_bwd_q_kernel(bf16 *dqkv, const bf16
 }
 
 size_t k_flash_dq_bytes(int B, int T, int H) {
-    return (size_t)B * H * FA_D * ((T + FK_T - 1) / FK_T * FK_T) * sizeof(float);
+    return (size_t)B * H * FA_D * fk_tp(T) * sizeof(float);
 }
 
 int k_flash_ok(const void *a, const void *b, int hd) {
-    return hd == FA_D && ((uintptr_t)a & 15u) == 0 && ((uintptr_t)b & 15u) == 0;
+    return hd == FA_D && aligned16(a) && aligned16(b);
 }
 
 /* blocks of WG warpgroups (64 rows each) over T rows, for every head and sample */
@@ -1098,11 +1102,17 @@ static dim3 wg_grid(int T, int WG, int H, int B) { return dim3((unsigned)((T + 6
 template <typename F> static int smem_limit(F kernel, int bytes) {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) == cudaSuccess;
 }
-template <int WG, int DQ>
+/* three warpgroups (192 keys) a block unless that pads T further than 128-key blocks do (T = 97:
+ * 192 against 128 rows; T = 916: 960 against 1024) */
+template <int DQ>
 static void fk_launch(cudaStream_t st, bf16 *dqkv, float *dqacc, const bf16 *q, const bf16 *o, const float *lse,
                       const float *dr, int B, int T, int H, float scale) {
-    flash_bwd_kv_wg_kernel<WG, DQ><<<wg_grid(T, WG, H, B), 128 * WG, FK_SMEM(WG, DQ), st>>>(
-        dqkv, dqacc, q, o, lse, dr, T, H, scale * LOG2E, scale);
+    if ((T + 191) / 192 * 192 <= (T + 127) / 128 * 128)
+        flash_bwd_kv_wg_kernel<3, DQ><<<wg_grid(T, 3, H, B), 128 * 3, FK_SMEM(3, DQ), st>>>(
+            dqkv, dqacc, q, o, lse, dr, T, H, scale * LOG2E, scale);
+    else
+        flash_bwd_kv_wg_kernel<2, DQ><<<wg_grid(T, 2, H, B), 128 * 2, FK_SMEM(2, DQ), st>>>(
+            dqkv, dqacc, q, o, lse, dr, T, H, scale * LOG2E, scale);
 }
 
 int k_flash_wgmma(void) {
@@ -1141,22 +1151,13 @@ void k_flash_bwd(cudaStream_t st, int wgmma, void *dqkv, float *dqacc, const voi
     const bf16 *q = (const bf16 *)qkv, *o = (const bf16 *)dout;
     bf16 *dq = (bf16 *)dqkv;
     if (wgmma) {
-        /* three warpgroups (192 keys) a block unless that pads T further than 128-key blocks do
-         * (T = 97: 192 against 128 rows; T = 916: 960 against 1024) */
-        int wg3 = (T + 191) / 192 * 192 <= (T + 127) / 128 * 128;
         if (dqacc) { /* one pass, dQ summed into dqacc (zeroed by the caller), then written out */
-            if (wg3)
-                fk_launch<3, 1>(st, dq, dqacc, q, o, lse, dr, B, T, H, scale);
-            else
-                fk_launch<2, 1>(st, dq, dqacc, q, o, lse, dr, B, T, H, scale);
+            fk_launch<1>(st, dq, dqacc, q, o, lse, dr, B, T, H, scale);
             dim3 cg((unsigned)((T + 63) / 64), (unsigned)H, (unsigned)B);
             flash_dq_convert_kernel<<<cg, 256, 0, st>>>(dq, dqacc, T, H, scale);
             return;
         }
-        if (wg3)
-            fk_launch<3, 0>(st, dq, nullptr, q, o, lse, dr, B, T, H, scale);
-        else
-            fk_launch<2, 0>(st, dq, nullptr, q, o, lse, dr, B, T, H, scale);
+        fk_launch<0>(st, dq, nullptr, q, o, lse, dr, B, T, H, scale);
         /* 98 registers: two blocks of two warpgroups an SM (maze call 1.90 ms; one block of three
          * with less padding, 1.98) */
         flash_bwd_q_wg_kernel<FW_WG><<<wg_grid(T, FW_WG, H, B), 128 * FW_WG, FQ_SMEM(FW_WG), st>>>(
