@@ -221,17 +221,22 @@ static int connect_env_mpi(trm_dist *d, trm_err *e) {
     if (d->rank == 0) MPI_Open_port(MPI_INFO_NULL, mi->port);
     if (trm_rdzv_bcast(&d->rdzv, mi->port, sizeof mi->port, e)) return -1;
     MPI_Comm comm = MPI_COMM_SELF, inter, merged;
-    if (d->rank > 0) {
-        MPI_Comm_connect(mi->port, MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter);
-        MPI_Intercomm_merge(inter, 1, &comm);
-        MPI_Comm_free(&inter);
-    }
-    for (int k = d->rank + 1; k < d->world; k++) {
-        MPI_Comm_accept(mi->port, MPI_INFO_NULL, 0, comm, &inter);
-        MPI_Intercomm_merge(inter, 0, &merged);
-        MPI_Comm_free(&inter);
-        if (comm != MPI_COMM_SELF) MPI_Comm_free(&comm);
-        comm = merged;
+    /* One joiner at a time: every rank connects to the same port, so with ranks k and k+1
+     * connecting together, the accept meant for k could take k+1 and the ranks would come out of
+     * order. The barrier before step k lets rank k connect only once ranks 0..k-1 are merged. */
+    for (int k = 1; k < d->world; k++) {
+        if (trm_rdzv_barrier(&d->rdzv, e)) return trm_err_prefix(e, "joining the MPI world");
+        if (d->rank == k) {
+            MPI_Comm_connect(mi->port, MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter);
+            MPI_Intercomm_merge(inter, 1, &comm);
+            MPI_Comm_free(&inter);
+        } else if (d->rank < k) {
+            MPI_Comm_accept(mi->port, MPI_INFO_NULL, 0, comm, &inter);
+            MPI_Intercomm_merge(inter, 0, &merged);
+            MPI_Comm_free(&inter);
+            if (comm != MPI_COMM_SELF) MPI_Comm_free(&comm);
+            comm = merged;
+        }
     }
     int r = -1, w = 0;
     MPI_Comm_rank(comm, &r);
