@@ -214,13 +214,40 @@ expect_text err "arch.puzzle_emb_ndim: expected an int, got null" "puzzle_emb_nd
 checks=$((checks + 1))
 [ ! -e "$TMP/bad" ] || fail "a refused run created its run directory"
 
-# torchrun's flags: one host's are taken, the rest refused once, before any worker starts
-run pretrain --nnodes=2 "${tiny[@]}" checkpoint_path="$TMP/bad"
-expect_rc 2 "--nnodes=2"
-expect_text err "--nnodes=2: trm's launcher starts the workers of one host" "--nnodes=2 message"
-run pretrain --nproc-per-node 2 --rdzv_backend=c10d --rdzv_endpoint=otherhost:29400 "${tiny[@]}"
-expect_rc 2 "another host's endpoint"
-expect_text err "--rdzv-endpoint=otherhost:29400 names another host" "endpoint message"
+# torchrun's flags: those trm's launcher can follow are taken (one host, or one of several with
+# --nnodes N --node-rank R and rank 0's address and port), the rest refused once, before any
+# worker starts
+refuse() { # refuse WHAT MESSAGE FLAGS...: exit status 2 and MESSAGE on stderr
+    local what=$1 msg=$2
+    shift 2
+    run pretrain "$@" "${tiny[@]}" checkpoint_path="$TMP/bad"
+    expect_rc 2 "$what"
+    expect_text err "$msg" "$what: message"
+}
+refuse "an elastic host count" "--nnodes=1:4: elastic host counts are not supported; trm runs a fixed number of hosts" --nnodes=1:4
+refuse "restarts" "--max-restarts=3: trm's launcher does not restart workers" --nproc-per-node 2 --max-restarts=3
+refuse "several hosts without --node-rank" "--nnodes 2: give this host's --node-rank (0..1" \
+  --nnodes=2 --nproc-per-node 2 --master-addr 127.0.0.1 --master-port 29500
+refuse "a node rank beyond --nnodes" "--node-rank 2 is outside 0..1 (--nnodes 2)" \
+  --nnodes 2 --node-rank 2 --master-addr 127.0.0.1 --master-port 29500
+refuse "several hosts without rank 0's host" "--nnodes 2: give the host of rank 0 (node rank 0)" \
+  --nnodes 2 --node-rank 1 --master-port 29500
+refuse "several hosts without a port" "--nnodes 2: give rank 0's port with --master-port P or --rdzv-endpoint HOST:P" \
+  --nnodes 2 --node-rank 1 --master-addr 127.0.0.2
+refuse "several hosts with port 0" "--nnodes 2: give rank 0's port" --nnodes 2 --node-rank 1 --rdzv-endpoint 127.0.0.2:0
+refuse "two hosts for rank 0" "--master-addr=10.0.0.1 and --rdzv-endpoint=10.0.0.2:29400 name different hosts" \
+  --nnodes 2 --node-rank 1 --master-addr=10.0.0.1 --rdzv-endpoint=10.0.0.2:29400
+refuse "two ports for rank 0" "--rdzv-endpoint=10.0.0.1:29400 and --master-port=29500 give different ports" \
+  --nnodes 2 --node-rank 1 --rdzv-endpoint=10.0.0.1:29400 --master-port=29500
+refuse "--standalone over several hosts" "--standalone runs on one host; it cannot be combined with --nnodes 2" \
+  --standalone --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 --master-port 29500
+refuse "--node-rank on one host" "--node-rank 1 with --nnodes 1: the only host is 0" --nproc-per-node 2 --node-rank 1
+# one host: rank 0 is here, so an endpoint of another host (TEST-NET-1: no machine's own) is a mistake
+refuse "another host's endpoint with one host" \
+  "--rdzv-endpoint=192.0.2.1:29400 names another host, but with --nnodes 1 every worker runs on this one" \
+  --nproc-per-node 2 --rdzv_backend=c10d --rdzv_endpoint=192.0.2.1:29400
+checks=$((checks + 1))
+[ ! -e "$TMP/bad" ] || fail "a refused launch created its run directory"
 run pretrain --nproc-per-node 2 --rdzv_backend=c10d --rdzv_endpoint=localhost:0 --nnodes=1 "${tiny[@]}" stray
 expect_rc 2 "a stray word with torchrun's flags"
 checks=$((checks + 1))

@@ -1,7 +1,8 @@
 /* test_rendezvous.c — the TCP rendezvous (trm/rendezvous.c) between forked processes on a free
  * local port: the collectives, a client that starts first, world 1, a dying peer, mismatched
- * world sizes, ranks and sizes, the connect timeout; and the one-host launcher (trm/launch.c)
- * driving /bin/sh workers: exit statuses, stopping the others, the environment, forwarding. */
+ * world sizes, ranks and sizes, the connect timeout, rank 0 reached at another address than
+ * 127.0.0.1; and the launcher (trm/launch.c) driving /bin/sh workers: exit statuses, stopping
+ * the others, the environment of one host and of one host of several, forwarding. */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
 #include <fcntl.h>
@@ -22,6 +23,7 @@
 #include "test_support.h"
 
 #define HOST "127.0.0.1"
+#define HOST2 "127.0.0.2"
 #define TIMEOUT 5.0
 #define BLOB 128
 
@@ -44,8 +46,9 @@ static void fill_blob(unsigned char *b) {
 
 static uint64_t rank_value(int r) { return 0x1000u + (uint64_t)r * 0x10001u; }
 
-/* One rank of the full exercise. 0 when every byte it saw was right, else the failing step. */
-static int run_rank(int port, int rank, int world, trm_err *e) {
+/* One rank of the full exercise, rank 0 reached at host:port. 0 when every byte it saw was
+ * right, else the failing step. */
+static int run_rank_at(const char *host, int port, int rank, int world, trm_err *e) {
     trm_rdzv r;
     unsigned char blob[BLOB], want[BLOB];
     uint64_t mine = rank_value(rank), all[8];
@@ -55,7 +58,7 @@ static int run_rank(int port, int rank, int world, trm_err *e) {
     else
         memset(blob, 0, BLOB);
     memset(all, 0, sizeof all);
-    if (trm_rdzv_open(&r, HOST, port, rank, world, TIMEOUT, e)) return 1;
+    if (trm_rdzv_open(&r, host, port, rank, world, TIMEOUT, e)) return 1;
     int rc = 0;
     if (trm_rdzv_bcast(&r, blob, BLOB, e))
         rc = 2;
@@ -70,18 +73,22 @@ static int run_rank(int port, int rank, int world, trm_err *e) {
     return rc;
 }
 
-static pid_t fork_rank(int port, int rank, int world) {
+static int run_rank(int port, int rank, int world, trm_err *e) { return run_rank_at(HOST, port, rank, world, e); }
+
+static pid_t fork_rank_at(const char *host, int port, int rank, int world) {
     fflush(NULL);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         trm_err e = {{0}};
-        int rc = run_rank(port, rank, world, &e);
+        int rc = run_rank_at(host, port, rank, world, &e);
         if (rc) fprintf(stderr, "rank %d failed at step %d: %s\n", rank, rc, e.msg);
         _exit(rc);
     }
     return pid;
 }
+
+static pid_t fork_rank(int port, int rank, int world) { return fork_rank_at(HOST, port, rank, world); }
 
 /* A child whose open is expected to fail with a message containing `want` (exit 0), or to
  * succeed and then see its next barrier fail (want NULL; exit 0 too). */
@@ -300,6 +307,48 @@ START_TEST(test_connect_timeout) {
 }
 END_TEST
 
+/* Whether this machine has 127.0.0.2 (Linux routes all of 127/8 to the loopback; macOS has
+ * only 127.0.0.1 unless an alias is added). */
+static int have_second_loopback(void) {
+    trm_err e = {{0}};
+    return trm_host_is_local(HOST2, &e) == 1;
+}
+
+/* Rank 0 listens on every interface, so ranks told MASTER_ADDR=127.0.0.2 reach it (as ranks of
+ * other hosts reach it at this host's address); a rank that finds nobody there names the
+ * address it tried. */
+START_TEST(test_other_address) {
+    if (!have_second_loopback()) {
+        printf("no 127.0.0.2 on this machine: rendezvous at another loopback address not checked\n");
+        return;
+    }
+    int port = local_port(NULL);
+    pid_t p1 = fork_rank_at(HOST2, port, 1, 3), p2 = fork_rank_at(HOST2, port, 2, 3);
+    trm_err e = {{0}};
+    int rc = run_rank_at(HOST2, port, 0, 3, &e);
+    ck_assert_msg(rc == 0, "rank 0 failed at step %d: %s", rc, e.msg);
+    ck_assert_int_eq(child_status(p1), 0);
+    ck_assert_int_eq(child_status(p2), 0);
+
+    port = local_port(NULL);
+    trm_rdzv r;
+    ck_assert_int_eq(trm_rdzv_open(&r, HOST2, port, 2, 4, 0.3, &e), -1);
+    char want[80];
+    snprintf(want, sizeof want, "rank 2 could not connect to rank 0 at %s:%d", HOST2, port);
+    ck_assert_msg_has(e, want);
+}
+END_TEST
+
+START_TEST(test_host_is_local) {
+    trm_err e = {{0}};
+    ck_assert_int_eq(trm_host_is_local("127.0.0.1", &e), 1);
+    ck_assert_int_eq(trm_host_is_local("localhost", &e), 1);
+    ck_assert_int_eq(trm_host_is_local("192.0.2.1", &e), 0); /* TEST-NET-1: never a host's own */
+    ck_assert_int_eq(trm_host_is_local("", &e), -1);
+    ck_assert_msg_has(e, "cannot resolve ''");
+}
+END_TEST
+
 /* ---- the launcher ---------------------------------------------------------------------------- */
 
 static int launch_sh(int nproc, const char *script, trm_err *e) {
@@ -357,6 +406,29 @@ START_TEST(test_launch_environment) {
 }
 END_TEST
 
+/* Host 1 of 2 with 2 workers: global ranks 2 and 3, local ranks 0 and 1, the given address and
+ * port. And the specs that cannot make a run. */
+START_TEST(test_launch_second_host) {
+    trm_err e = {{0}};
+    char *args[] = {"sh", "-c",
+                    "[ \"$RANK\" = $((LOCAL_RANK + 2)) ] && [ \"$WORLD_SIZE\" = 4 ] && [ \"$LOCAL_WORLD_SIZE\" = 2 ] && "
+                    "[ \"$LOCAL_RANK\" -lt 2 ] && [ \"$MASTER_ADDR\" = 10.1.2.3 ] && [ \"$MASTER_PORT\" = 29511 ]",
+                    NULL};
+    trm_launch_spec s = {.nproc = 2, .nnodes = 2, .node_rank = 1, .master_addr = "10.1.2.3", .master_port = 29511};
+    ck_assert_int_eq(trm_launch(&s, "/bin/sh", args, &e), 0);
+    s.node_rank = 0; /* the same checks fail on host 0 */
+    ck_assert_int_eq(trm_launch(&s, "/bin/sh", args, &e), 1);
+    s.node_rank = 1;
+    s.master_port = 0;
+    ck_assert_int_eq(trm_launch(&s, "/bin/sh", args, &e), -1);
+    ck_assert_msg_has(e, "a run over 2 hosts needs a MASTER_PORT given to every host's launcher");
+    s.master_port = 29511;
+    s.node_rank = 2;
+    ck_assert_int_eq(trm_launch(&s, "/bin/sh", args, &e), -1);
+    ck_assert_msg_has(e, "--node-rank 2 is outside 0..1 (--nnodes 2)");
+}
+END_TEST
+
 START_TEST(test_launch_forwards_sigterm) {
     fflush(NULL);
     pid_t launcher = fork();
@@ -383,11 +455,14 @@ int main(void) {
     tcase_add_test(tc, test_duplicate_rank);
     tcase_add_test(tc, test_size_mismatch);
     tcase_add_test(tc, test_connect_timeout);
+    tcase_add_test(tc, test_other_address);
+    tcase_add_test(tc, test_host_is_local);
     suite_add_tcase(s, tc);
     TCase *tl = tcase_create("launch");
     tcase_add_test(tl, test_launch_status);
     tcase_add_test(tl, test_launch_failure_stops_others);
     tcase_add_test(tl, test_launch_environment);
+    tcase_add_test(tl, test_launch_second_host);
     tcase_add_test(tl, test_launch_forwards_sigterm);
     suite_add_tcase(s, tl);
     return trm_run_suite(s);

@@ -83,9 +83,10 @@ static int find_resume(cfg_node *cfg, char **resume_path, trm_err *e) {
 }
 
 /* torchrun's launcher flags, as the reference's README passes them (`torchrun --nproc-per-node 4
- * --rdzv_backend=c10d --rdzv_endpoint=localhost:0 --nnodes=1 pretrain.py ...`); both spellings
- * (- and _), `--flag value` and `--flag=value`. What trm's one-host launcher does anyway is
- * accepted; what it cannot do (several nodes, restarts) is refused here, before any worker. */
+ * --rdzv_backend=c10d --rdzv_endpoint=localhost:0 --nnodes=1 pretrain.py ...`) and as a run over
+ * several hosts passes them (`--nnodes 2 --node-rank R --master-addr HOST --master-port P`);
+ * both spellings (- and _), `--flag value` and `--flag=value`. What trm's launcher can do is
+ * taken; what it cannot (elastic host counts, restarts) is refused here, before any worker. */
 typedef enum { TR_NPROC, TR_NNODES, TR_NODE_RANK, TR_RDZV_BACKEND, TR_RDZV_ENDPOINT, TR_RDZV_ID, TR_STANDALONE,
                TR_MASTER_ADDR, TR_MASTER_PORT, TR_MAX_RESTARTS, TR_MONITOR_INTERVAL } torchrun_flag;
 
@@ -99,6 +100,19 @@ static const struct {
     {"standalone", TR_STANDALONE, 0},       {"master-addr", TR_MASTER_ADDR, 1}, {"master-port", TR_MASTER_PORT, 1},
     {"max-restarts", TR_MAX_RESTARTS, 1},   {"monitor-interval", TR_MONITOR_INTERVAL, 1},
 };
+
+/* What the launcher flags asked for. */
+typedef struct {
+    int any;            /* a launcher flag was given: this process launches */
+    int nproc;          /* 0: not given */
+    int nnodes;         /* 1 unless given */
+    int node_rank;      /* -1: not given */
+    int standalone;
+    char host[256];     /* rank 0's host, IPv6 without brackets; "": not given */
+    char host_src[300]; /* the flag that gave it, as typed (for messages) */
+    int port;           /* -1: not given; 0: pick a free one */
+    char port_src[300];
+} launcher_flags;
 
 /* "--rdzv_backend=x" -> the table entry, *value "x" (NULL when the value is the next word). */
 static int match_torchrun(const char *w, const char **value) {
@@ -115,57 +129,139 @@ static int match_torchrun(const char *w, const char **value) {
     return -1;
 }
 
-static int is_local_host(const char *h, size_t n) {
-    static const char *const local[] = {"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"};
+static int is_local_host(const char *h) {
+    static const char *const local[] = {"localhost", "127.0.0.1", "::1", "0.0.0.0"};
     for (size_t i = 0; i < sizeof local / sizeof local[0]; i++)
-        if (strlen(local[i]) == n && !strncmp(h, local[i], n)) return 1;
+        if (!strcmp(h, local[i])) return 1;
     return 0;
 }
 
-static int check_torchrun_value(torchrun_flag f, const char *flag, const char *v, int *nproc, trm_err *e) {
-    const char *one_host = "trm's launcher starts the workers of one host; for several hosts start one `trm pretrain` "
-                           "per rank with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set, or use mpirun";
+static int parse_range(const char *flag, const char *v, int lo, int hi, int *out, trm_err *e) {
     int64_t n;
+    if (trm_parse_i64(flag, v, &n, e)) return -1;
+    if (n < lo || n > hi) return trm_errf(e, "%s %s: expected a number in %d..%d", flag, v, lo, hi);
+    *out = (int)n;
+    return 0;
+}
+
+/* "N" or torchrun's "MIN:MAX" with MIN == MAX; an elastic range is refused. */
+static int parse_nnodes(const char *flag, const char *v, int *out, trm_err *e) {
+    const char *colon = strchr(v, ':');
+    if (!colon) return parse_range(flag, v, 1, 1024, out, e);
+    char lo[32];
+    int a = 0, b = 0;
+    snprintf(lo, sizeof lo, "%.*s", (int)(colon - v < 31 ? colon - v : 31), v);
+    if (parse_range(flag, lo, 1, 1024, &a, e) || parse_range(flag, colon + 1, 1, 1024, &b, e)) return -1;
+    if (a != b)
+        return trm_errf(e, "%s=%s: elastic host counts are not supported; trm runs a fixed number of hosts, "
+                           "all started from the beginning: give --nnodes N", flag, v);
+    *out = a;
+    return 0;
+}
+
+/* HOST, HOST:PORT, [IPV6] or [IPV6]:PORT; a bare IPv6 address (several ':') has no port.
+ * *port stays -1 without one. */
+static int split_endpoint(const char *flag, const char *v, char *host, size_t n, int *port, trm_err *e) {
+    const char *h = v, *end = NULL, *ps = NULL;
+    if (v[0] == '[') {
+        end = strchr(v, ']');
+        if (!end || (end[1] && end[1] != ':')) return trm_errf(e, "%s=%s: expected [ADDRESS] or [ADDRESS]:PORT", flag, v);
+        h = v + 1;
+        ps = end[1] ? end + 2 : NULL;
+    } else {
+        const char *colon = strchr(v, ':');
+        if (colon && colon == strrchr(v, ':')) end = colon, ps = colon + 1;
+        else end = v + strlen(v);
+    }
+    if (end == h || (size_t)(end - h) >= n) return trm_errf(e, "%s=%s: expected HOST or HOST:PORT", flag, v);
+    memcpy(host, h, (size_t)(end - h));
+    host[end - h] = 0;
+    return ps ? parse_range(flag, ps, 0, 65535, port, e) : 0;
+}
+
+/* Each of rank 0's host and port may come from --master-addr/--master-port or the endpoint;
+ * given twice, the values must agree (which one would win is a guess the user should not need). */
+static int set_host(launcher_flags *lf, const char *src, const char *host, trm_err *e) {
+    if (lf->host[0] && strcmp(lf->host, host))
+        return trm_errf(e, "%s and %s name different hosts for rank 0; give it once", lf->host_src, src);
+    snprintf(lf->host, sizeof lf->host, "%s", host);
+    snprintf(lf->host_src, sizeof lf->host_src, "%s", src);
+    return 0;
+}
+
+static int set_port(launcher_flags *lf, const char *src, int port, trm_err *e) {
+    if (lf->port >= 0 && lf->port != port)
+        return trm_errf(e, "%s and %s give different ports for rank 0; give it once", lf->port_src, src);
+    lf->port = port;
+    snprintf(lf->port_src, sizeof lf->port_src, "%s", src);
+    return 0;
+}
+
+static int take_torchrun_value(torchrun_flag f, const char *flag, const char *v, launcher_flags *lf, trm_err *e) {
+    char src[300], host[256];
+    int port = -1;
+    snprintf(src, sizeof src, "%s=%s", flag, v ? v : "");
     switch (f) {
-    case TR_NPROC:
-        if (trm_parse_i64(flag, v, &n, e)) return -1;
-        if (n < 1 || n > 1024) return trm_errf(e, "%s %s: expected a number of processes in 1..1024", flag, v);
-        *nproc = (int)n;
-        return 0;
-    case TR_NNODES:
-        if (strcmp(v, "1") && strcmp(v, "1:1")) return trm_errf(e, "%s=%s: %s", flag, v, one_host);
-        return 0;
-    case TR_NODE_RANK:
-        if (strcmp(v, "0")) return trm_errf(e, "%s=%s: %s", flag, v, one_host);
-        return 0;
+    case TR_NPROC: return parse_range(flag, v, 1, 1024, &lf->nproc, e);
+    case TR_NNODES: return parse_nnodes(flag, v, &lf->nnodes, e);
+    case TR_NODE_RANK: return parse_range(flag, v, 0, 1023, &lf->node_rank, e);
     case TR_RDZV_BACKEND:
         if (strcmp(v, "c10d") && strcmp(v, "static"))
-            return trm_errf(e, "%s=%s: expected c10d or static (trm rendezvous on this host over TCP)", flag, v);
+            return trm_errf(e, "%s=%s: expected c10d or static (trm's ranks meet at rank 0 over TCP)", flag, v);
         return 0;
     case TR_RDZV_ENDPOINT:
-    case TR_MASTER_ADDR: {
-        /* the host part must be this one; the port is chosen free by the launcher (as localhost:0 asks) */
-        size_t hl = strlen(v);
-        const char *colon = strchr(v, ':');
-        if (v[0] == '[' && strchr(v, ']')) hl = (size_t)(strchr(v, ']') - v) + 1; /* [::1]:port */
-        else if (f == TR_RDZV_ENDPOINT && colon && colon == strrchr(v, ':')) hl = (size_t)(colon - v); /* host:port */
-        if (!is_local_host(v, hl)) return trm_errf(e, "%s=%s names another host: %s", flag, v, one_host);
-        return 0;
-    }
+        if (split_endpoint(flag, v, host, sizeof host, &port, e) || set_host(lf, src, host, e)) return -1;
+        return port >= 0 ? set_port(lf, src, port, e) : 0;
+    case TR_MASTER_ADDR:
+        if (split_endpoint(flag, v, host, sizeof host, &port, e)) return -1;
+        if (port >= 0) return trm_errf(e, "%s=%s: give the port with --master-port", flag, v);
+        return set_host(lf, src, host, e);
+    case TR_MASTER_PORT: return parse_range(flag, v, 0, 65535, &port, e) || set_port(lf, src, port, e) ? -1 : 0;
     case TR_MAX_RESTARTS:
         if (strcmp(v, "0")) return trm_errf(e, "%s=%s: trm's launcher does not restart workers; a failed run resumes "
                                                "with resume=auto", flag, v);
         return 0;
-    case TR_RDZV_ID: case TR_STANDALONE: case TR_MASTER_PORT: case TR_MONITOR_INTERVAL: return 0;
+    case TR_STANDALONE: lf->standalone = 1; return 0;
+    case TR_RDZV_ID: case TR_MONITOR_INTERVAL: return 0;
     }
     return 0;
 }
 
-/* Removes the launcher flags from argv; *nproc = --nproc-per-node's N, or 0 if absent (or 1
- * when only other torchrun flags are given, torchrun's default). */
-static int take_launcher_flags(int *argc, char **argv, int *nproc, trm_err *e) {
-    *nproc = 0;
-    int any = 0;
+/* The rules that join several flags, once all are read. */
+static int check_launcher_flags(launcher_flags *lf, trm_err *e) {
+    if (!lf->nproc) lf->nproc = 1; /* torchrun's default */
+    if (lf->nnodes == 1) {
+        if (lf->node_rank < 0) lf->node_rank = 0;
+        if (lf->node_rank != 0) return trm_errf(e, "--node-rank %d with --nnodes 1: the only host is 0", lf->node_rank);
+        if (!lf->host[0] || is_local_host(lf->host)) return 0;
+        int local = trm_host_is_local(lf->host, e);
+        if (local < 0) return trm_err_prefix(e, "%s", lf->host_src);
+        if (!local)
+            return trm_errf(e, "%s names another host, but with --nnodes 1 every worker runs on this one; for a run "
+                               "over several hosts give --nnodes N and this host's --node-rank on each", lf->host_src);
+        return 0;
+    }
+    if (lf->standalone) return trm_errf(e, "--standalone runs on one host; it cannot be combined with --nnodes %d", lf->nnodes);
+    if (lf->node_rank < 0)
+        return trm_errf(e, "--nnodes %d: give this host's --node-rank (0..%d; the host of rank 0 is 0)", lf->nnodes,
+                        lf->nnodes - 1);
+    if (lf->node_rank >= lf->nnodes)
+        return trm_errf(e, "--node-rank %d is outside 0..%d (--nnodes %d)", lf->node_rank, lf->nnodes - 1, lf->nnodes);
+    if (!lf->host[0])
+        return trm_errf(e, "--nnodes %d: give the host of rank 0 (node rank 0) with --master-addr HOST or "
+                           "--rdzv-endpoint HOST:PORT, the same on every host", lf->nnodes);
+    if (lf->port <= 0)
+        return trm_errf(e, "--nnodes %d: give rank 0's port with --master-port P or --rdzv-endpoint HOST:P (P > 0, "
+                           "the same on every host; a free port picked on one host is unknown to the others)",
+                        lf->nnodes);
+    return 0;
+}
+
+/* Removes the launcher flags from argv into lf (lf->any: one was given). */
+static int take_launcher_flags(int *argc, char **argv, launcher_flags *lf, trm_err *e) {
+    memset(lf, 0, sizeof *lf);
+    lf->nnodes = 1;
+    lf->node_rank = lf->port = -1;
     for (int i = 0; i < *argc; i++) {
         const char *v = NULL;
         int k = match_torchrun(argv[i], &v), used = 1;
@@ -177,14 +273,13 @@ static int take_launcher_flags(int *argc, char **argv, int *nproc, trm_err *e) {
             v = argv[i + 1];
             used = 2;
         }
-        if (check_torchrun_value(torchrun_flags[k].flag, flag, v, nproc, e)) return -1;
-        any = 1;
+        if (take_torchrun_value(torchrun_flags[k].flag, flag, v, lf, e)) return -1;
+        lf->any = 1;
         memmove(argv + i, argv + i + used, (size_t)(*argc - i - used) * sizeof *argv);
         *argc -= used;
         i--;
     }
-    if (any && !*nproc) *nproc = 1;
-    return 0;
+    return lf->any ? check_launcher_flags(lf, e) : 0;
 }
 
 /* A backend named by the run's `device` that cannot train distributed is refused before any worker
@@ -220,9 +315,9 @@ static int refuse_device_early(int argc, char **argv, const trm_globals *g, trm_
     return rc;
 }
 
-/* `trm pretrain --nproc-per-node N ...`: start N workers running `trm pretrain ...` with the
- * torchrun environment and supervise them. */
-static int launch_workers(int nproc, int argc, char **argv, const trm_globals *g, trm_err *e) {
+/* `trm pretrain --nproc-per-node N ...`: start this host's N workers running `trm pretrain ...`
+ * with the torchrun environment and supervise them. */
+static int launch_workers(const launcher_flags *lf, int argc, char **argv, const trm_globals *g, trm_err *e) {
     trm_dist d;
     if (trm_dist_detect(&d, e)) return 2;
     /* a stray word or an unknown flag is said once here, not once per worker */
@@ -231,7 +326,7 @@ static int launch_workers(int nproc, int argc, char **argv, const trm_globals *g
     int nov, bad = trm_collect_overrides(argc, argv, &cfg_name, &ov, &nov, e);
     free(ov);
     if (bad) return 2;
-    if (nproc > 1 && refuse_device_early(argc, argv, g, e)) return 2;
+    if (lf->nproc * lf->nnodes > 1 && refuse_device_early(argc, argv, g, e)) return 2;
     if (d.launch != TRM_LAUNCH_SINGLE || (getenv("WORLD_SIZE") && getenv("RANK"))) {
         trm_errf(e, "--nproc-per-node inside an already launched run (%s); use one launcher",
                  d.launch == TRM_LAUNCH_MPI ? "started by mpirun" : "WORLD_SIZE and RANK are set");
@@ -249,7 +344,9 @@ static int launch_workers(int nproc, int argc, char **argv, const trm_globals *g
     args[k++] = "pretrain";
     for (int i = 0; i < argc; i++) args[k++] = argv[i];
     args[k] = NULL;
-    int rc = trm_launch_local(nproc, exe, args, e);
+    trm_launch_spec spec = {.nproc = lf->nproc, .nnodes = lf->nnodes, .node_rank = lf->node_rank,
+                            .master_addr = lf->host[0] ? lf->host : NULL, .master_port = lf->port > 0 ? lf->port : 0};
+    int rc = trm_launch(&spec, exe, args, e);
     free(args);
     return rc < 0 ? 1 : rc;
 }
@@ -259,13 +356,13 @@ int cmd_pretrain(int argc, char **argv, const trm_globals *g) {
     char **raw_ov;
     int n;
     trm_err e = {{0}};
-    int nproc;
-    if (take_launcher_flags(&argc, argv, &nproc, &e)) {
+    launcher_flags lf;
+    if (take_launcher_flags(&argc, argv, &lf, &e)) {
         fprintf(stderr, "trm pretrain: %s\n", e.msg);
         return 2;
     }
-    if (nproc > 0) {
-        int lrc = launch_workers(nproc, argc, argv, g, &e);
+    if (lf.any) {
+        int lrc = launch_workers(&lf, argc, argv, g, &e);
         if (lrc && e.msg[0]) fprintf(stderr, "trm pretrain: %s\n", e.msg);
         return lrc;
     }

@@ -1,5 +1,5 @@
-/* launch.c — the one-host launcher (see launch.h): finds this binary, forks N workers with the
- * torchrun environment and supervises them. Supervision exists because a distributed run cannot
+/* launch.c — the launcher (see launch.h): finds this binary, forks this host's N workers with
+ * the torchrun environment and supervises them. Supervision exists because a distributed run cannot
  * survive the loss of one rank: the others would wait in a collective until a timeout, so the
  * first failure stops everyone at once. */
 #if defined(__APPLE__)
@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdint.h>
@@ -117,7 +118,9 @@ int trm_self_exe(char *buf, size_t n, const char *argv0, trm_err *e) {
 typedef struct {
     const char *exe;
     char *const *args;
-    int nproc, port;
+    int nproc, rank_base, world; /* worker i is rank rank_base + i of world */
+    const char *addr;
+    int port;
     int omp_threads; /* 0: OMP_NUM_THREADS was set by the user; leave it */
 } launch_plan;
 
@@ -173,7 +176,7 @@ static void drop_mpi_environment(void) {
 }
 
 /* The child between fork and exec; never returns. An exec failure's errno goes up errfd. */
-static void exec_worker(const launch_plan *p, int rank, const sigset_t *mask, int errfd) {
+static void exec_worker(const launch_plan *p, int local, const sigset_t *mask, int errfd) {
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
@@ -182,9 +185,9 @@ static void exec_worker(const launch_plan *p, int rank, const sigset_t *mask, in
     sigaction(SIGTERM, &dfl, NULL);
     sigprocmask(SIG_SETMASK, mask, NULL); /* a stop that came during the fork now ends the child */
     drop_mpi_environment();
-    int ok = setenv_int("RANK", rank) == 0 && setenv_int("LOCAL_RANK", rank) == 0 &&
-             setenv_int("WORLD_SIZE", p->nproc) == 0 && setenv_int("LOCAL_WORLD_SIZE", p->nproc) == 0 &&
-             setenv("MASTER_ADDR", "127.0.0.1", 1) == 0 && setenv_int("MASTER_PORT", p->port) == 0 &&
+    int ok = setenv_int("RANK", p->rank_base + local) == 0 && setenv_int("LOCAL_RANK", local) == 0 &&
+             setenv_int("WORLD_SIZE", p->world) == 0 && setenv_int("LOCAL_WORLD_SIZE", p->nproc) == 0 &&
+             setenv("MASTER_ADDR", p->addr, 1) == 0 && setenv_int("MASTER_PORT", p->port) == 0 &&
              (p->omp_threads == 0 || setenv_int("OMP_NUM_THREADS", p->omp_threads) == 0);
     if (ok) execv(p->exe, p->args);
     int err = errno;
@@ -195,8 +198,8 @@ static void exec_worker(const launch_plan *p, int rank, const sigset_t *mask, in
 /* Returns the worker's pid, or -1 with e set. Whether exec worked comes back through a
  * close-on-exec pipe: end of file means the new program is running. SIGINT/SIGTERM are held
  * during the fork so that the child never runs the launcher's handler. */
-static pid_t spawn_worker(const launch_plan *p, int rank, trm_err *e) {
-    int fd[2];
+static pid_t spawn_worker(const launch_plan *p, int local, trm_err *e) {
+    int rank = p->rank_base + local, fd[2];
     if (pipe(fd) != 0) return trm_errf(e, "could not start worker rank %d: pipe failed: %s", rank, strerror(errno));
     fcntl(fd[0], F_SETFD, FD_CLOEXEC);
     fcntl(fd[1], F_SETFD, FD_CLOEXEC);
@@ -206,7 +209,7 @@ static pid_t spawn_worker(const launch_plan *p, int rank, trm_err *e) {
     sigaddset(&stops, SIGTERM);
     sigprocmask(SIG_BLOCK, &stops, &old);
     pid_t pid = fork();
-    if (pid == 0) exec_worker(p, rank, &old, fd[1]);
+    if (pid == 0) exec_worker(p, local, &old, fd[1]);
     int fork_err = errno;
     sigprocmask(SIG_SETMASK, &old, NULL);
     close(fd[1]);
@@ -228,8 +231,8 @@ static pid_t spawn_worker(const launch_plan *p, int rank, trm_err *e) {
 /* ---- supervising ----------------------------------------------------------------------------- */
 
 typedef struct {
-    pid_t *pids; /* 0 once reaped */
-    int n, alive;
+    pid_t *pids; /* 0 once reaped; pids[i] runs rank rank_base + i */
+    int n, alive, rank_base;
     int status;     /* the first failure's exit status, 0 while none */
     int requested;  /* a stop was asked for by a signal: failures are expected, say nothing */
     double kill_at; /* when survivors get SIGKILL; 0: not stopping them */
@@ -274,7 +277,7 @@ static void reap(crew *c) {
             if (c->kill_at == 0 && c->alive > 0) c->kill_at = trm_now_seconds() + STOP_GRACE_S;
             continue;
         }
-        announce_failure(c, i, st);
+        announce_failure(c, c->rank_base + i, st);
         stop_crew(c);
     }
 }
@@ -297,17 +300,38 @@ static int supervise(crew *c) {
     return c->status;
 }
 
-int trm_launch_local(int nproc, const char *exe, char *const args[], trm_err *e) {
-    if (nproc < 1) return trm_errf(e, "--nproc-per-node must be >= 1 (got %d)", nproc);
+/* The spec's numbers as a plan; -1 with e set when they cannot make a run. */
+static int plan_for(const trm_launch_spec *s, launch_plan *p, trm_err *e) {
+    if (s->nproc < 1) return trm_errf(e, "--nproc-per-node must be >= 1 (got %d)", s->nproc);
+    if (s->nnodes < 1) return trm_errf(e, "--nnodes must be >= 1 (got %d)", s->nnodes);
+    if (s->node_rank < 0 || s->node_rank >= s->nnodes)
+        return trm_errf(e, "--node-rank %d is outside 0..%d (--nnodes %d)", s->node_rank, s->nnodes - 1, s->nnodes);
+    if ((long long)s->nnodes * s->nproc > 1000000) /* dist.c reads WORLD_SIZE up to this */
+        return trm_errf(e, "%d hosts x %d workers is more ranks than trm supports (1000000)", s->nnodes, s->nproc);
+    if (s->master_port < 0 || s->master_port > 65535)
+        return trm_errf(e, "MASTER_PORT %d is not a TCP port (1..65535)", s->master_port);
+    /* a port picked here is unknown to the other hosts' launchers */
+    if (s->nnodes > 1 && s->master_port == 0)
+        return trm_errf(e, "a run over %d hosts needs a MASTER_PORT given to every host's launcher", s->nnodes);
+    p->nproc = s->nproc;
+    p->rank_base = s->node_rank * s->nproc;
+    p->world = s->nnodes * s->nproc;
+    p->addr = s->master_addr && *s->master_addr ? s->master_addr : "127.0.0.1";
+    p->port = s->master_port;
+    p->omp_threads = omp_threads_for(s->nproc);
+    return s->master_port == 0 ? free_port(&p->port, e) : 0;
+}
+
+int trm_launch(const trm_launch_spec *s, const char *exe, char *const args[], trm_err *e) {
+    launch_plan p = {.exe = exe, .args = args};
+    if (plan_for(s, &p, e)) return -1;
     if (!exe || !args || !args[0]) return trm_errf(e, "launch: no program to start");
-    launch_plan p = {.exe = exe, .args = args, .nproc = nproc, .omp_threads = omp_threads_for(nproc)};
-    if (free_port(&p.port, e)) return -1;
-    crew c = {.pids = xcalloc((size_t)nproc, sizeof(pid_t)), .n = nproc};
+    crew c = {.pids = xcalloc((size_t)p.nproc, sizeof(pid_t)), .n = p.nproc, .rank_base = p.rank_base};
     struct sigaction old[2];
     install_handlers(old);
     fflush(NULL); /* or buffered output would be written again by every child */
     int rc = 0;
-    for (int i = 0; i < nproc && rc == 0; i++) {
+    for (int i = 0; i < p.nproc && rc == 0; i++) {
         pid_t pid = spawn_worker(&p, i, e);
         if (pid < 0) {
             rc = -1;
@@ -324,4 +348,31 @@ int trm_launch_local(int nproc, const char *exe, char *const args[], trm_err *e)
     restore_handlers(old);
     free(c.pids);
     return rc != 0 ? -1 : status;
+}
+
+int trm_launch_local(int nproc, const char *exe, char *const args[], trm_err *e) {
+    trm_launch_spec s = {.nproc = nproc, .nnodes = 1};
+    return trm_launch(&s, exe, args, e);
+}
+
+/* ---- addresses ------------------------------------------------------------------------------- */
+
+int trm_host_is_local(const char *host, trm_err *e) {
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    int g = getaddrinfo(host, NULL, &hints, &res);
+    if (g != 0) return trm_errf(e, "cannot resolve '%s': %s", host, gai_strerror(g));
+    int local = 0;
+    /* bind succeeds only for an address of one of this machine's interfaces (on Linux also for
+     * all of 127/8); the port stays 0, so nothing is held */
+    for (struct addrinfo *ai = res; ai && !local; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+        if (fd < 0) continue;
+        local = bind(fd, ai->ai_addr, ai->ai_addrlen) == 0;
+        close(fd);
+    }
+    freeaddrinfo(res);
+    return local;
 }
