@@ -3,7 +3,8 @@
 # simulated on this one: 20 steps (fp32, the shallow config of cli_distributed.sh) on 4 ranks of
 # one launcher give the per-step losses and weights of one process within float32 tolerance; a
 # 4-rank run stopped at step 9 and resumed equals the uninterrupted one bit for bit, its
-# checkpoint continues on one process and `trm generate` evaluates it on cpu. Then two "hosts"
+# checkpoint continues on one process and `trm generate` evaluates it on cpu; mpirun with a
+# hostfile runs the same 4 ranks bit for bit. Then two "hosts"
 # as two launchers (--nnodes 2 --node-rank R --nproc-per-node 2) meeting at MASTER_ADDR
 # 127.0.0.2, so the rendezvous crosses an address other than 127.0.0.1, equal the one-launcher
 # run bit for bit; launchers that disagree on the ranks stop with messages naming the address.
@@ -29,6 +30,18 @@ grep -q "distributed: 4 ranks (launched by a torchrun-style environment), 4 per 
 losses_close one four "1 vs 4 ranks"
 weights_close one four "1 vs 4 ranks"
 same_eval one four "4-rank evaluation"
+
+# mpirun as a run over hosts is started, from a hostfile and with -x for the environment (one
+# host here: `localhost slots=4`)
+if command -v mpirun > /dev/null; then
+  echo "localhost slots=4" > hostfile
+  timeout 120 mpirun --hostfile hostfile -np 4 --bind-to none -x OMP_NUM_THREADS "$TRM" pretrain "${common[@]}" \
+    checkpoint_path=mpi4 > mpi4.txt 2>&1 || { cat mpi4.txt; fail "mpirun --hostfile -np 4"; }
+  grep -q "distributed: 4 ranks (launched by mpirun)" mpi4.txt || { cat mpi4.txt; fail "mpirun's 4 ranks do not say so"; }
+  same_run mpi4 four "mpirun -np 4 vs --nproc-per-node 4"
+else
+  echo "mpirun not on PATH: the 4-rank mpirun launch is not checked"
+fi
 
 stop_and_resume res4 --nproc-per-node 4
 same_run res4 four "the 4-rank run stopped at step 9 and resumed vs the uninterrupted one"

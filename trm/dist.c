@@ -330,16 +330,25 @@ int trm_dist_bcast(trm_dist *d, void *buf, size_t bytes, trm_err *e) {
     return trm_rdzv_bcast(&d->rdzv, buf, bytes, e);
 }
 
+/* Every rank's n doubles, in rank order, on every rank. */
+static int allgather_f64(trm_dist *d, const double *buf, double *all, size_t n, trm_err *e) {
+#ifdef TRM_HAVE_MPI
+    if (use_mpi_host(d)) {
+        if (n > MPI_CHUNK / sizeof *buf) return trm_errf(e, "allgather of %zu doubles per rank is too large", n);
+        return MPI_Allgather(buf, (int)n, MPI_DOUBLE, all, (int)n, MPI_DOUBLE, comm_of(d)) == MPI_SUCCESS
+                   ? 0 : trm_errf(e, "MPI_Allgather failed");
+    }
+#endif
+    return trm_rdzv_allgather(&d->rdzv, buf, all, n * sizeof *buf, e);
+}
+
 int trm_dist_allreduce_f64(trm_dist *d, double *buf, size_t n, trm_err *e) {
     if (d->world == 1) return 0;
-#ifdef TRM_HAVE_MPI
-    if (use_mpi_host(d))
-        return MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, comm_of(d)) == MPI_SUCCESS
-                   ? 0 : trm_errf(e, "MPI_Allreduce failed");
-#endif
-    /* gather everything and sum in rank order, so every rank gets the same bits */
+    /* gathered and summed in rank order rather than MPI_Allreduce'd: MPI's order depends on its
+     * algorithm, so with 3+ ranks mpirun's logged metrics would differ in the last bit from the
+     * same run launched by trm or torchrun */
     double *all = xmalloc(n * (size_t)d->world * sizeof *all);
-    int rc = trm_rdzv_allgather(&d->rdzv, buf, all, n * sizeof *buf, e);
+    int rc = allgather_f64(d, buf, all, n, e);
     if (!rc)
         for (size_t i = 0; i < n; i++) {
             double s = 0;
