@@ -1,39 +1,117 @@
 #!/usr/bin/env bash
-# Data-parallel scaling on GPUs (issue 6): the published Sudoku recipe (cfg=sudoku: mlp_t,
-# hidden 512, L_cycles 6, H_cycles 3, global batch 768, bf16) on a generated Sudoku dataset,
-# trained for STEPS steps on one GPU and on NPROC GPUs (`--nproc-per-node`, NCCL), in one run.
-# Prints examples/s of both (median of the logged intervals after the first, which holds the
-# graph capture), the speed-up, and the largest relative difference of the logged train losses.
-# usage: bench/dist_gpu.sh [TRM_BINARY]   env: NPROC (2), STEPS (60), LOG (10), WORK (temp dir)
+# Data-parallel scaling on GPUs (issues 6 and 17): one recipe trained for STEPS steps on each GPU
+# count (`--nproc-per-node N`, NCCL), the global batch split over the GPUs as the reference does.
+#   CONFIG=sudoku  the published Sudoku recipe (cfg=sudoku: mlp_t, hidden 512, L_cycles 6,
+#                  H_cycles 3, global batch 768, bf16) on a generated Sudoku dataset
+#   CONFIG=maze    the Maze/ARC-sized attention recipe (cfg=maze: attention + RoPE, 30x30 = 900
+#                  tokens, L_cycles 4, global batch 768) on generated 30x30 mazes; on one GPU it
+#                  needs about 4x the 192-row memory of bench/gpu.sh's maze_att (an H200; on H100s
+#                  start the counts at 2, or set GLOBAL_BATCH)
+# For each count: examples/s (median of the logged intervals after the first, which holds the
+# graph capture), the speed-up and scaling efficiency against the first count (normally 1 GPU),
+# the largest relative difference of the logged train losses against that run, and, with
+# PROFILE=1, the all-reduce time per step from a TRM_PROFILE=1 run (every op synchronised, no
+# graphs: it includes waiting for the slowest rank) of PROFILE_STEPS steps.
+# usage: bench/dist_gpu.sh [TRM_BINARY] [COUNT...]   COUNT: GPU counts (default 1 2 4 8, those
+#        this machine has: nvidia-smi -L)   env: CONFIG (sudoku), STEPS (60), LOG (10),
+#        GLOBAL_BATCH (the config's), PROFILE (1), PROFILE_STEPS (20), WORK (temp dir),
+#        NPROC (the old form: COUNTS "1 NPROC")
 set -euo pipefail
 TRM=${1:-build/trm}
-NPROC=${NPROC:-2} STEPS=${STEPS:-60} LOG=${LOG:-10}
+shift || true
+CONFIG=${CONFIG:-sudoku} STEPS=${STEPS:-60} LOG=${LOG:-10} PROFILE=${PROFILE:-1} PROFILE_STEPS=${PROFILE_STEPS:-20}
 work=${WORK:-$(mktemp -d)}
-mkdir -p "$work/csv"
+mkdir -p "$work/csv_$CONFIG"
+have=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU' || true)
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader | sed 's/^/# /'
 
-[ -f "$work/csv/train.csv" ] || "$TRM" data sudoku-gen --count 1000 --out "$work/csv/train.csv" --seed 1 > /dev/null
-[ -f "$work/csv/test.csv" ] || "$TRM" data sudoku-gen --count 100 --out "$work/csv/test.csv" --seed 2 > /dev/null
-[ -d "$work/data" ] || "$TRM" data sudoku --csv-dir "$work/csv" --out "$work/data" --num-aug 100 --seed 0 > /dev/null
+counts=("$@")
+if [ ${#counts[@]} = 0 ]; then
+  if [ -n "${NPROC:-}" ]; then counts=(1 "$NPROC"); else counts=(1 2 4 8); fi
+  for i in "${!counts[@]}"; do [ "${counts[$i]}" -le "$have" ] || unset "counts[$i]"; done
+  counts=("${counts[@]}")
+fi
+for n in "${counts[@]}"; do
+  [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "dist_gpu.sh: GPU count '$n' is not a positive number" >&2; exit 2; }
+  [ "$n" -le "$have" ] || { echo "dist_gpu.sh: $n GPUs asked for, this machine has $have" >&2; exit 2; }
+done
+[ ${#counts[@]} -gt 0 ] || { echo "dist_gpu.sh: no GPU counts to run (this machine has $have GPUs)" >&2; exit 2; }
 
-common=(cfg=sudoku "data_paths=[$work/data]" epochs=1000 eval_interval=1000 device=cuda
-        stop_after_steps="$STEPS" log_interval="$LOG" +run_name=bench)
-run() { # $1 name, rest: extra arguments before the config
-  local name=$1; shift
-  rm -rf "$work/$name"
-  "$TRM" pretrain "$@" "${common[@]}" checkpoint_path="$work/$name" > "$work/$name.txt" 2>&1 ||
-    { cat "$work/$name.txt"; exit 1; }
+csv=$work/csv_$CONFIG data=$work/data_$CONFIG
+case $CONFIG in
+sudoku)
+  [ -f "$csv/train.csv" ] || "$TRM" data sudoku-gen --count 1000 --out "$csv/train.csv" --seed 1 > /dev/null
+  [ -f "$csv/test.csv" ] || "$TRM" data sudoku-gen --count 100 --out "$csv/test.csv" --seed 2 > /dev/null
+  [ -d "$data" ] || "$TRM" data sudoku --csv-dir "$csv" --out "$data" --num-aug 100 --seed 0 > /dev/null
+  ;;
+maze)
+  [ -f "$csv/train.csv" ] || "$TRM" data maze-gen --count 1000 --out "$csv/train.csv" --seed 1 > /dev/null
+  [ -f "$csv/test.csv" ] || "$TRM" data maze-gen --count 100 --out "$csv/test.csv" --seed 2 > /dev/null
+  [ -d "$data" ] || "$TRM" data maze --csv-dir "$csv" --out "$data" --aug --seed 0 > /dev/null
+  ;;
+*) echo "dist_gpu.sh: CONFIG=$CONFIG: expected sudoku or maze" >&2; exit 2 ;;
+esac
+
+common=(cfg="$CONFIG" "data_paths=[$data]" epochs=1000 eval_interval=1000 device=cuda log_interval="$LOG" +run_name=bench)
+[ -z "${GLOBAL_BATCH:-}" ] || common+=(global_batch_size="$GLOBAL_BATCH")
+# run NAME STEPS [LAUNCHER FLAGS...]: 0 when it trained, else its log is kept and shown by the caller
+run() {
+  local name=$1 steps=$2
+  shift 2
+  rm -rf "${work:?}/$name"
+  "$TRM" pretrain "$@" "${common[@]}" stop_after_steps="$steps" checkpoint_path="$work/$name" > "$work/$name.txt" 2>&1
 }
+launch() { [ "$1" = 1 ] || echo --nproc-per-node "$1"; }
 # median ex/s of the logged intervals, the first one left out
 rate() { grep -o '[0-9.]* ex/s' "$work/$1.txt" | awk 'NR > 1 { print $1 }' | sort -g |
          awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 losses() { grep '"kind":"train"' "$work/$1/metrics.jsonl" | grep -o '"train/lm_loss":[^,}]*' | cut -d: -f2; }
+gpus() { [ "$1" = 1 ] && echo "1 GPU" || echo "$1 GPUs"; }
+# all-reduce of the profiled run: mean over ranks of ms per step, calls per step, share of op time
+allreduce() {
+  awk -v steps="$2" '$1 == "allreduce_sum" { s += $2; c += $5; p += $4; n++ }
+    END { if (n) printf "%.2f ms in %.1f calls (%.1f%% of op time)", 1000 * s / n / steps, c / n / steps, p / n; else printf "none logged" }' "$work/$1.txt"
+}
 
-run one
-run multi --nproc-per-node "$NPROC"
-grep -m1 "^distributed" "$work/multi.txt" || true
-r1=$(rate one) rn=$(rate multi)
-echo "1 GPU: $r1 ex/s; $NPROC GPUs: $rn ex/s; speed-up $(awk -v a="$r1" -v b="$rn" 'BEGIN { printf "%.3f", b / a }')x"
-paste <(losses one) <(losses multi) | awk '{ d = $1 - $2; if (d < 0) d = -d; r = d / $1; if (r > m) m = r; n++ }
-  END { printf "train lm_loss at %d log points: largest relative difference %.3g\n", n, m }'
-echo "logs: $work/one.txt $work/multi.txt"
+base='' rbase='' table=()
+for n in "${counts[@]}"; do
+  name=${CONFIG}_$n
+  # shellcheck disable=SC2046 # launch prints words
+  if ! run "$name" "$STEPS" $(launch "$n"); then
+    tail -5 "$work/$name.txt"
+    echo "$(gpus "$n"): the run failed (log $work/$name.txt)"
+    table+=("| $n | failed | | | | |")
+    continue
+  fi
+  r=$(rate "$name")
+  if [ -z "$base" ]; then
+    base=$n rbase=$r
+    echo "$(gpus "$n"): $r ex/s"
+    table+=("| $n | $r | 1 | 100% | | |")
+    continue
+  fi
+  grep -m1 "^distributed" "$work/$name.txt" || true
+  sp=$(awk -v a="$rbase" -v b="$r" 'BEGIN { printf "%.3f", b / a }')
+  eff=$(awk -v s="$sp" -v n="$n" -v b="$base" 'BEGIN { printf "%.1f", 100 * s / (n / b) }')
+  echo "$(gpus "$base"): $rbase ex/s; $(gpus "$n"): $r ex/s; speed-up ${sp}x; scaling efficiency $eff%"
+  ld=$(paste <(losses "${CONFIG}_$base") <(losses "$name") | awk '{ d = $1 - $2; if (d < 0) d = -d; r = d / $1; if (r > m) m = r; k++ }
+    END { printf "%d %.3g", k, m }')
+  echo "train lm_loss at ${ld% *} log points: largest relative difference ${ld#* } ($(gpus "$base") vs $n)"
+  ar=''
+  if [ "$PROFILE" = 1 ]; then
+    # shellcheck disable=SC2046
+    if TRM_PROFILE=1 run "${name}_profile" "$PROFILE_STEPS" $(launch "$n"); then
+      ar=$(allreduce "${name}_profile" "$PROFILE_STEPS")
+      echo "all-reduce per step on $(gpus "$n") (TRM_PROFILE=1, $PROFILE_STEPS steps, ops synchronised): $ar"
+    else
+      echo "the profiled run on $(gpus "$n") failed (log $work/${name}_profile.txt)"
+    fi
+  fi
+  table+=("| $n | $r | ${sp}x | $eff% | ${ld#* } | ${ar%% ms*} |")
+done
+echo
+echo "CONFIG=$CONFIG, $STEPS steps, global batch ${GLOBAL_BATCH:-of cfg=$CONFIG}:"
+echo "| GPUs | examples/s | speed-up | efficiency | lm_loss rel. diff vs $(gpus "${base:-1}") | all-reduce ms/step |"
+echo "|---|---|---|---|---|---|"
+printf '%s\n' "${table[@]}"
+echo "logs: $work/${CONFIG}_*.txt"
