@@ -22,19 +22,24 @@ static int cmd_version(int argc, char **argv, const trm_globals *g) {
 
 static const command_entry commands[] = {
     {"pretrain", cmd_pretrain, "train a TRM (the reference's pretrain.py)",
-     "usage: trm pretrain [--nproc-per-node N] [cfg=NAME] [key=value ...]\n"
+     "usage: trm pretrain [--nproc-per-node N [--nnodes M --node-rank R --master-addr HOST\n"
+     "                    --master-port P]] [cfg=NAME] [key=value ...]\n"
      "  Trains a Tiny Recursive Model on the dataset(s) in data_paths. The config is\n"
      "  configs/cfg_pretrain.yaml (or cfg=NAME) with command-line overrides applied.\n"
-     "  Distributed data-parallel: --nproc-per-node N starts N workers on this host; also\n"
-     "  `mpirun -np N trm pretrain ...` and torchrun's environment (RANK, WORLD_SIZE,\n"
-     "  LOCAL_RANK, MASTER_ADDR, MASTER_PORT). global_batch_size is split over the ranks.\n"
+     "  Distributed data-parallel: --nproc-per-node N starts N workers on this host; over M\n"
+     "  hosts, the same command on each with its --node-rank R (0 on the host of rank 0, HOST\n"
+     "  its address; or torchrun's --rdzv-endpoint HOST:P). Also `mpirun -np N trm pretrain\n"
+     "  ...` and torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,\n"
+     "  MASTER_PORT). global_batch_size is split over all the ranks.\n"
      "  The run directory (checkpoint_path) gets config.yaml, metrics.jsonl, checkpoints and\n"
      "  report.html (open it in a browser; refreshed at every evaluation). On a terminal one\n"
      "  status line shows the progress (redrawn every TRM_PROGRESS_INTERVAL=1 seconds).\n"
      "  examples:\n"
      "    trm pretrain cfg=sudoku data_paths=[data/sudoku-extreme-1k-aug-1000] +run_name=x\n"
      "    trm pretrain arch.L_cycles=4 global_batch_size=64 resume=auto\n"
-     "    trm pretrain --nproc-per-node 2 cfg=sudoku device=cuda +run_name=ddp\n"},
+     "    trm pretrain --nproc-per-node 2 cfg=sudoku device=cuda +run_name=ddp\n"
+     "    trm pretrain --nnodes 2 --node-rank 1 --nproc-per-node 4 --master-addr node0 \\\n"
+     "        --master-port 29500 cfg=arc +run_name=big\n"},
     {"generate", cmd_generate, "run a trained checkpoint on data or a puzzle",
      "usage: trm generate --checkpoint FILE [--data DIR [--split test] [--json] [--output F]]\n"
      "                    [--input TEXT] [cfg=NAME] [--seq-len N] [device=...] [overrides]\n"
