@@ -165,7 +165,8 @@ static int split_endpoint(const char *flag, const char *v, char *host, size_t n,
     const char *h = v, *end = NULL, *ps = NULL;
     if (v[0] == '[') {
         end = strchr(v, ']');
-        if (!end || (end[1] && end[1] != ':')) return trm_errf(e, "%s=%s: expected [ADDRESS] or [ADDRESS]:PORT", flag, v);
+        if (!end || (end[1] && end[1] != ':'))
+            return trm_errf(e, "%s=%s: expected [ADDRESS] or [ADDRESS]:PORT", flag, v);
         h = v + 1;
         ps = end[1] ? end + 2 : NULL;
     } else {
@@ -241,7 +242,8 @@ static int check_launcher_flags(launcher_flags *lf, trm_err *e) {
                                "over several hosts give --nnodes N and this host's --node-rank on each", lf->host_src);
         return 0;
     }
-    if (lf->standalone) return trm_errf(e, "--standalone runs on one host; it cannot be combined with --nnodes %d", lf->nnodes);
+    if (lf->standalone)
+        return trm_errf(e, "--standalone runs on one host; it cannot be combined with --nnodes %d", lf->nnodes);
     if (lf->node_rank < 0)
         return trm_errf(e, "--nnodes %d: give this host's --node-rank (0..%d; the host of rank 0 is 0)", lf->nnodes,
                         lf->nnodes - 1);
