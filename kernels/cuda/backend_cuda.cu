@@ -92,6 +92,7 @@ typedef struct {
     int capturing;
     void *nccl; /* the run's NCCL communicator, once comm_init ran */
     int wgmma;  /* attention on Hopper's warpgroup products (TRM_FLASH_WGMMA=0: the mma.sync kernels) */
+    void *gate_up_tma; /* the Hopper gate/up + SwiGLU kernel's TMA encoder; NULL: none, or TRM_GATE_UP_WGMMA=0 (cuBLASLt + SwiGLU) */
     int deterministic; /* TRM_DETERMINISTIC=1: attention's backward in two passes, no reductions in memory */
 } cuda_ctx;
 
@@ -362,11 +363,12 @@ static void cuda_swiglu_fwd(trm_backend *b, void *o, const void *gu, int rows, i
 static void cuda_swiglu_bwd(trm_backend *b, void *dgu, void *o, const void *d, const void *gu, int rows, int I) {
     k_swiglu_bwd(ST(b), DT(b), dgu, o, d, gu, rows, I);
 }
-/* fused for bf16 activations and weights with short products (mlp_t's K = Tp) */
+/* fused for bf16 activations and weights: short products (mlp_t's K = Tp) everywhere, on Hopper
+ * also the channel MLP's (K = hidden ≤ 512) */
 static int cuda_gate_up_swiglu(trm_backend *b, void *act, void *gu, const void *x, int ldx, const void *W, int ldw,
                                int wdt, int rows, int I, int K) {
     if (DT(b) != TRM_BF16 || wdt != TRM_BF16) return 0;
-    return k_gate_up_swiglu(ST(b), act, gu, x, ldx, W, ldw, rows, I, K);
+    return k_gate_up_swiglu(ST(b), CTX(b)->gate_up_tma, act, gu, x, ldx, W, ldw, rows, I, K);
 }
 static void cuda_rope_fwd(trm_backend *b, void *qkv, const float *c, const float *s, int B, int T, int H, int hd) {
     k_rope(ST(b), DT(b), qkv, c, s, B, T, H, hd, 0);
@@ -620,6 +622,7 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     b->ctx = c;
     c->wgmma = env_flag("TRM_FLASH_WGMMA", 1) && k_flash_wgmma();
     c->deterministic = env_flag("TRM_DETERMINISTIC", 0);
+    c->gate_up_tma = env_flag("TRM_GATE_UP_WGMMA", 1) ? k_gate_up_wgmma() : NULL;
     b->destroy = cuda_destroy;
     b->alloc = cuda_alloc;
     b->free = cuda_free;

@@ -2,6 +2,10 @@
  * in PyTorch's formulas (silu(g)·u; dg = d·u·σ·(1 + g(1 − σ)), du = d·silu(g)), on activations
  * of either type with fp32 arithmetic; 16 bytes of each operand per thread where I allows. */
 #include "mma.cuh"
+#if defined(TRM_CUDA_SM90A)
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#endif
 
 __device__ __forceinline__ float silu_f(float g) { return g / (1.f + __expf(-g)); }
 
@@ -182,11 +186,264 @@ __global__ void __launch_bounds__(256) gate_up_swiglu_kernel(bf16 *act, bf16 *gu
     }
 }
 
-int k_gate_up_swiglu(cudaStream_t st, void *act, void *gu, const void *x, int ldx, const void *w, int ldw, int rows,
-                     int I, int K) {
-    if (K > GU_KMAX || K % 8 || ldx % 8 || ldw % 8 || I % 8 || !aligned16(x) || !aligned16(w) || !aligned16(act) ||
-        (gu && !aligned16(gu)) || rows <= 0 || I <= 0)
+/* ---- the same on Hopper for longer products (K ≤ 512: the channel MLP, K = hidden) ----------
+ * A block keeps the weight rows of its 64 output columns (64 gate + 64 up rows × K, 128 KiB at
+ * K = 512) in shared memory for its whole life and streams x past them: each of its 4
+ * warpgroups runs its own 64-row tiles (m64n128k16 wgmma, both operands from shared memory,
+ * the gate sums in columns 0–63 and the up sums in 64–127 of one accumulator, so a thread holds
+ * both halves of each SwiGLU pair) through its own 3-stage ring of 64 × 64 x chunks, which TMA
+ * copies two chunks ahead, across tile boundaries. The warpgroups are independent (a named
+ * barrier each), so one's epilogue overlaps the others' products. The epilogue stages each
+ * 64 × 64 output through the stage its last chunk used and writes whole 128-byte rows. Only x
+ * moves per product: 1/128 byte a FLOP, read from L2 by the 24 blocks of a row range at about
+ * the same time. Maze call (175872 rows, I = 1536, H100, real clocks): 1.03 ms, 1.15 writing gu
+ * too, against cuBLASLt's 0.82 + SwiGLU's 0.53. Tried: cp.async copies by every thread instead
+ * of TMA (load-bound: ~1.5 ms), the fragments stored straight from registers (4-byte pieces of
+ * 32-byte sectors: 0.96 ms, but 2.35 writing gu). */
+#define GW_WG 4
+#define GW_NS 3
+#define GW_KMAX 512
+#define GW_CHUNK (64 * 64) /* bf16 of a 64-row × 64-column swizzled chunk */
+/* the weights' 2 chunks per 64 of K, each warpgroup's ring and its barriers, the alignment slack */
+#define GW_SMEM(K) ((size_t)((K) + 63) / 64 * 2 * GW_CHUNK * 2 + (size_t)GW_WG * GW_NS * (GW_CHUNK * 2 + 8) + 1024)
+
+#if defined(TRM_WGMMA)
+/* 64 rows [r0, r0 + 64) × columns [k0, k0 + 64) of a bf16 matrix into a 128-byte-swizzled
+ * tile, by the `n` threads numbered `tid`; rows at or past `rows` and columns past K zero */
+__device__ __forceinline__ void gw_fetch(bf16 *tile, const bf16 *src, size_t ld, int r0, int rows, int k0, int K,
+                                         int tid, int n) {
+    uint32_t base = (uint32_t)__cvta_generic_to_shared(tile);
+    for (int i = tid; i < 64 * 8; i += n) {
+        int r = i >> 3, c = i & 7, ok = r0 + r < rows && k0 + c * 8 < K;
+        const bf16 *g = src + (ok ? (size_t)(r0 + r) * ld + k0 + c * 8 : 0);
+        uint32_t d = base + r * 128 + ((c ^ (r & 7)) << 4);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(g), "r"(ok ? 16 : 0));
+    }
+}
+/* the tensor memory accelerator: a 64 × 64 box of x (tensor map tm, 128-byte swizzle) into a
+ * shared tile, counted on an mbarrier that the waiters poll by phase parity */
+__device__ __forceinline__ void mbar_init(uint64_t *bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"((uint32_t)__cvta_generic_to_shared(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_wait(uint64_t *bar, int parity) {
+    asm volatile("{\n.reg .pred p;\nWAIT_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra WAIT_%=;\n}\n" ::"r"((uint32_t)__cvta_generic_to_shared(bar)), "r"(parity)
+                 : "memory");
+}
+__device__ __forceinline__ void tma_load_2d(bf16 *dst, const CUtensorMap *tm, int c0, int c1, uint64_t *bar,
+                                            int bytes) {
+    uint32_t b = (uint32_t)__cvta_generic_to_shared(bar);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+                 ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(tm), "r"(c0), "r"(c1), "r"(b)
+                 : "memory");
+}
+__device__ __forceinline__ void gw_bar(int wg) { asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory"); }
+
+/* silu with an approximate reciprocal (a few fp32 ulps, below bf16's rounding of the result):
+ * the epilogue's instructions are what the other warpgroups' products must hide */
+__device__ __forceinline__ float silu_fast(float g) { return __fdividef(g, 1.f + __expf(-g)); }
+
+/* One 64 × 64 bf16 tile of the epilogue, v[j][hr] holding the thread's two columns 8j + 2t of
+ * row g + 8hr of the warp's 16: into the free x stage in the 128-byte swizzle (the 8 rows of a
+ * store in 8 different 16-byte columns: no bank conflicts), then whole 128-byte rows to global
+ * memory. */
+__device__ __forceinline__ void gw_tile_out(bf16 *stage, bf16 *dst, size_t ld, int row0, int rows, int wg,
+                                            const uint32_t (&v)[8][2]) {
+    int l = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, tid = threadIdx.x & 127;
+    unsigned char *st = (unsigned char *)stage;
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        int r = warp * 16 + (l >> 2) + hr * 8;
+#pragma unroll
+        for (int j = 0; j < 8; j++) *reinterpret_cast<uint32_t *>(st + r * 128 + ((j ^ (r & 7)) << 4) + 4 * (l & 3)) = v[j][hr];
+    }
+    gw_bar(wg);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int r = i * 16 + (tid >> 3), ch = tid & 7;
+        if (row0 + r < rows)
+            *reinterpret_cast<uint4 *>(dst + (size_t)(row0 + r) * ld + ch * 8) =
+                *reinterpret_cast<const uint4 *>(st + r * 128 + ((ch ^ (r & 7)) << 4));
+    }
+    fence_async_smem(); /* these stores before the TMA copy that refills the stage */
+    gw_bar(wg);
+}
+
+/* act (and gu) of one 64-row tile from its sums rounded to bf16 (gate and up as the unfused
+ * path stores them), through the stage the tile's last chunk used (the warpgroup's other two
+ * hold the next chunks) */
+__device__ __forceinline__ void gw_store(bf16 *stage, bf16 *act, bf16 *gu, uint32_t (&gate)[8][2],
+                                         uint32_t (&up)[8][2], int row0, int rows, int n0, int I, int wg) {
+    uint32_t v[8][2];
+    gw_bar(wg); /* every warp's products out of the stage */
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            float2 g = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&gate[j][hr]));
+            float2 u = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&up[j][hr]));
+            v[j][hr] = pack_bf16(silu_fast(g.x) * u.x, silu_fast(g.y) * u.y);
+        }
+    gw_tile_out(stage, act + n0, I, row0, rows, wg, v);
+    if (!gu) return;
+    gw_tile_out(stage, gu + n0, 2 * (size_t)I, row0, rows, wg, gate);
+    gw_tile_out(stage, gu + I + n0, 2 * (size_t)I, row0, rows, wg, up);
+}
+
+#endif
+
+#if defined(TRM_CUDA_SM90A)
+/* blockIdx.x = slice + (I/64)·part: the block's 64 columns, and its share of the 64-row tiles
+ * (tile part·4 + warpgroup, then every 4·parts-th). Thread 0 of a warpgroup starts its TMA
+ * copies; a chunk's stage is refilled once every warp of the warpgroup is past its products. */
+__global__ void __launch_bounds__(128 * GW_WG, 1) gate_up_wg_kernel(const __grid_constant__ CUtensorMap tmx,
+                                                                    bf16 *act, bf16 *gu, const bf16 *w, int ldw,
+                                                                    int rows, int I, int K, int parts) {
+#if defined(TRM_WGMMA)
+    extern __shared__ unsigned char gw_raw[];
+    bf16 *sW = (bf16 *)(((uintptr_t)gw_raw + 1023) & ~(uintptr_t)1023); /* swizzle atoms are 1 KiB */
+    int KC = (K + 63) / 64, slices = I / 64, wg = threadIdx.x >> 7, tid = threadIdx.x & 127;
+    int n0 = (blockIdx.x % slices) * 64, part = blockIdx.x / slices;
+    bf16 *sX = sW + KC * 2 * GW_CHUNK + wg * GW_NS * GW_CHUNK;
+    uint64_t *full = (uint64_t *)(sW + KC * 2 * GW_CHUNK + GW_WG * GW_NS * GW_CHUNK) + wg * GW_NS;
+    for (int kc = 0; kc < KC; kc++) { /* gate rows, then up rows, of each 64-column chunk */
+        gw_fetch(sW + kc * 2 * GW_CHUNK, w + (size_t)n0 * ldw, ldw, 0, 64, kc * 64, K, threadIdx.x, blockDim.x);
+        gw_fetch(sW + kc * 2 * GW_CHUNK + GW_CHUNK, w + (size_t)(I + n0) * ldw, ldw, 0, 64, kc * 64, K, threadIdx.x,
+                 blockDim.x);
+    }
+    cp_async_commit();
+    if (tid < GW_NS) mbar_init(full + tid, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    int mtiles = (rows + 63) / 64, stride = parts * GW_WG, first = part * GW_WG + wg;
+    int total = first < mtiles ? ((mtiles - 1 - first) / stride + 1) * KC : 0; /* chunks of this warpgroup */
+    cp_async_wait<0>();
+    fence_async_smem();
+    __syncthreads(); /* the weights and the barriers */
+    if (tid == 0)
+        for (int c = 0; c < 2 && c < total; c++)
+            tma_load_2d(sX + c * GW_CHUNK, &tmx, c % KC * 64, (first + c / KC * stride) * 64, full + c, GW_CHUNK * 2);
+    float d[16][4];
+    int kc = 0, tile = first, slot = 0, phase = 0;
+    for (int c = 0; c < total; c++) {
+        gw_bar(wg); /* every warp done with chunk c - 1, whose stage takes chunk c + 2 */
+        if (tid == 0 && c + 2 < total) {
+            int n = c + 2, ns = (slot + 2) % GW_NS;
+            tma_load_2d(sX + ns * GW_CHUNK, &tmx, n % KC * 64, (first + n / KC * stride) * 64, full + ns, GW_CHUNK * 2);
+        }
+        mbar_wait(full + slot, phase);
+        uint64_t da = wg_desc(sX + slot * GW_CHUNK, 16, 1024), db = wg_desc(sW + kc * 2 * GW_CHUNK, 16, 1024);
+        wg_fence_f(d);
+        wg_fence();
+#pragma unroll
+        for (int k = 0; k < 4; k++) wg_m64n128k16_ss(d, da + 2 * k, db + 2 * k, kc | k);
+        wg_commit();
+        wg_wait<0>();
+        wg_fence_f(d);
+        int slot_last = slot;
+        if (++slot == GW_NS) slot = 0, phase ^= 1;
+        if (++kc == KC) {
+            uint32_t gate[8][2], up[8][2];
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++) {
+                    gate[j][hr] = pack_bf16(d[j][2 * hr], d[j][2 * hr + 1]);
+                    up[j][hr] = pack_bf16(d[j + 8][2 * hr], d[j + 8][2 * hr + 1]);
+                }
+#pragma unroll
+            for (int j = 0; j < 16; j++) /* the old sums die here (the next tile's first product ignores d) */
+#pragma unroll
+                for (int e = 0; e < 4; e++) d[j][e] = 0.f;
+            gw_store(sX + slot_last * GW_CHUNK, act, gu, gate, up, tile * 64, rows, n0, I, wg);
+            kc = 0, tile += stride;
+        }
+    }
+#endif
+}
+#endif
+
+/* cuTensorMapEncodeTiled from the driver where this build and device run gate_up_wg_kernel
+ * (the runtime hands out driver entry points, so nothing links against libcuda), else NULL */
+void *k_gate_up_wgmma(void) {
+#if defined(TRM_CUDA_SM90A)
+    int dev = 0, major = 0, minor = 0, optin = 0;
+    void *fn = NULL;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) || major != 9 || minor != 0 ||
+        (size_t)optin < GW_SMEM(GW_KMAX))
+        goto none;
+#if CUDART_VERSION >= 12050
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) != cudaSuccess)
+        goto none;
+#else
+    if (cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &found) != cudaSuccess) goto none;
+#endif
+    if (found == cudaDriverEntryPointSuccess && fn) return fn;
+none:
+    cudaGetLastError();
+#endif
+    return NULL;
+}
+
+#if defined(TRM_CUDA_SM90A)
+/* parts a column slice is split into: as many blocks as fill whole waves of one block an SM
+ * (e.g. 24 slices on 132 SMs: 11 parts, two full waves), at most one part per 4 row tiles */
+static int gw_parts(int slices, int mtiles) {
+    int dev = 0, sms = 1;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) sms = 1;
+    int maxp = (mtiles + GW_WG - 1) / GW_WG, best = 1;
+    double best_eff = 0;
+    for (int waves = 1; waves <= 4; waves++) {
+        int p = (waves * sms + slices - 1) / slices;
+        if (p > maxp) p = maxp;
+        long blocks = (long)p * slices, rounds = (blocks + sms - 1) / sms;
+        double eff = (double)blocks / (double)(rounds * sms);
+        if (eff > best_eff + 1e-9) best_eff = eff, best = p;
+        if (p == maxp) break;
+    }
+    return best;
+}
+#endif
+
+#if defined(TRM_CUDA_SM90A)
+/* x (rows × K, ld) as 64 × 64 boxes in the 128-byte swizzle; rows past `rows` and columns past
+ * K read as zeros */
+static int gw_tensor_map(CUtensorMap *tm, void *encode, const void *x, int ldx, int rows, int K) {
+    cuuint64_t dim[2] = {(cuuint64_t)K, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)ldx * 2};
+    cuuint32_t box[2] = {64, 64}, one[2] = {1, 1};
+    return ((PFN_cuTensorMapEncodeTiled_v12000)encode)(tm, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)x, dim, stride,
+                                                        box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+#endif
+
+int k_gate_up_swiglu(cudaStream_t st, void *tma_encode, void *act, void *gu, const void *x, int ldx, const void *w,
+                     int ldw, int rows, int I, int K) {
+    if (K % 8 || ldx % 8 || ldw % 8 || I % 8 || !aligned16(x) || !aligned16(w) || !aligned16(act) ||
+        (gu && !aligned16(gu)) || rows <= 0 || I <= 0 || K <= 0)
         return 0;
+#if defined(TRM_CUDA_SM90A)
+    CUtensorMap tmx;
+    if (tma_encode && K > GU_KMAX && K <= GW_KMAX && I % 64 == 0 && gw_tensor_map(&tmx, tma_encode, x, ldx, rows, K)) {
+        size_t smem = GW_SMEM(K);
+        if (cudaFuncSetAttribute(gate_up_wg_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess) {
+            cudaGetLastError();
+            return 0;
+        }
+        int slices = I / 64, parts = gw_parts(slices, (rows + 63) / 64);
+        gate_up_wg_kernel<<<slices * parts, 128 * GW_WG, smem, st>>>(tmx, (bf16 *)act, (bf16 *)gu, (const bf16 *)w, ldw,
+                                                                     rows, I, K, parts);
+        return 1;
+    }
+#else
+    (void)tma_encode;
+#endif
+    if (K > GU_KMAX) return 0;
     size_t smem = (size_t)(GU_BM + 2 * GU_BN) * GU_LD * sizeof(bf16); /* 68 KiB: past the default 48 */
     if (cudaFuncSetAttribute(gate_up_swiglu_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess) {
         cudaGetLastError();
