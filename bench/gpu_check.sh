@@ -2,7 +2,7 @@
 # Device-side proofs of issue 5 (run on a machine with a GPU; prints a summary table):
 #  1. compile=true and compile=false give the same train losses over 50 steps (cfg=tiny on
 #     cuda, float32 and bfloat16), compared line by line from metrics.jsonl;
-#  2. in bfloat16 with attention (head dim 64), 50 steps: the one-pass attention backward (dQ
+#  2. in bfloat16 with attention (head dim 64) and hidden 256, 50 steps: the one-pass attention backward (dQ
 #     summed by reductions, the default on Hopper) run to run and against the deterministic two
 #     passes (TRM_DETERMINISTIC=1), and those with compile on against off;
 #  3. the 4x4 Sudoku task trained on cuda reaches the accuracy the cpu reaches (the whole
@@ -33,11 +33,12 @@ for dt in float32 bfloat16; do
   cmp "compile on vs off" "$dt" "c1_$dt" "c0_$dt"
 done
 # attention with head dim 64 (the fused kernels) over T = 216 (two key blocks sum into each
-# query tile of dQ), not the preset's mlp_t: the one-pass backward against itself (run to run)
+# query tile of dQ), not the preset's mlp_t, hidden 256 (on Hopper the channel MLP's gate/up
+# product and SwiGLU then run in their fused kernel, K = 256 > 128): the one-pass backward against itself (run to run)
 # and against the deterministic two passes; those, compile on against off. The library's first
 # GEMM algorithms (TRM_GEMM_TUNE=0): timed ones differ between the paths and between runs, and
 # 50 bf16 steps carry any last-bit difference to a few percent of the loss.
-ATT="arch.hidden_size=128 arch.mlp_t=False arch.pos_encodings=rope arch.puzzle_emb_len=200"
+ATT="arch.hidden_size=256 arch.num_heads=4 arch.mlp_t=False arch.pos_encodings=rope arch.puzzle_emb_len=200"
 export TRM_GEMM_TUNE=0
 run a1_bfloat16 cuda true bfloat16 50 $ATT || true
 run a2_bfloat16 cuda true bfloat16 50 $ATT || true
