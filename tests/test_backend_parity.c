@@ -1295,6 +1295,13 @@ END_TEST
 
 /* ---- the fused gate/up product + SwiGLU ----------------------------------------------------- */
 
+/* TRM_TEST_HOPPER=1 (bench/device_run.sh sets it on compute capability 9.0): the Hopper-only
+ * fused kernels must take their shapes; elsewhere they may decline */
+static int expect_hopper(void) {
+    const char *v = getenv("TRM_TEST_HOPPER");
+    return v && !strcmp(v, "1");
+}
+
 /* Where the device has one: against the cpu's gemm and swiglu_fwd on the same rounded inputs;
  * rows and columns past a tile, short K, strided x and W (their pads past K random: only K
  * columns may be read into the sums); gu written only when asked for. */
@@ -1327,6 +1334,11 @@ START_TEST(test_gate_up_swiglu) {
             void *eg = nan_act(&md, ng), *ea = nan_act(&md, na);
             int done = p.dev->gate_up_swiglu(p.dev, ea, keep ? eg : NULL, upa(&md, x, nx), ldx, upa(&md, w, nw), ldw,
                                              TRM_BF16, rows, I, K);
+            if (!done && K > 128 && !expect_hopper()) { /* the long products are Hopper's kernel */
+                dm_free(&md);
+                free(x), free(w), free(gref), free(aref), free(gdev), free(adev);
+                continue;
+            }
             ck_assert_msg(done, "gate_up_swiglu did not take rows %d I %d K %d", rows, I, K);
             downa(&md, gdev, eg, ng), downa(&md, adev, ea, na);
             char what[96];
