@@ -1311,11 +1311,15 @@ START_TEST(test_gate_up_swiglu) {
         printf("test_backend_parity: %s has no fused gate/up + SwiGLU\n", p.dev->name);
     } else if (bf16_acts(&p)) {
         tr_rng r = {23};
-        /* the last three reach Hopper's kernel (K > 128, I a multiple of 64): rows past a tile and
-         * past the 4 tiles a block's warpgroups take, K not a multiple of its 64-column chunks */
+        /* the last five reach Hopper's kernel (K > 128, I a multiple of 64): rows past a tile, K
+         * not a multiple of its 64-column chunks, one row (a 64-row box over a 1-row tensor), and
+         * 40000 rows: one column slice split into as many blocks as SMs, so warpgroups run two
+         * tiles (the copies of the next tile's chunks during a tile's epilogue, the phases carried
+         * across tiles) */
         int cases[][5] = {{300, 96, 104, 104, 104}, {128, 64, 16, 24, 16}, {77, 512, 104, 112, 104}, {1, 8, 8, 8, 8},
-                          {333, 128, 512, 520, 520}, {70, 64, 200, 208, 200}, {1000, 192, 136, 136, 144}};
-        for (int k = 0; k < 14; k++) {
+                          {333, 128, 512, 520, 520}, {70, 64, 200, 208, 200}, {1000, 192, 136, 136, 144},
+                          {1, 64, 136, 136, 136}, {40000, 64, 200, 200, 200}};
+        for (int k = 0; k < 18; k++) {
             int rows = cases[k / 2][0], I = cases[k / 2][1], K = cases[k / 2][2], ldx = cases[k / 2][3];
             int ldw = cases[k / 2][4], keep = k % 2;
             size_t nx = (size_t)rows * ldx, nw = (size_t)2 * I * ldw, na = (size_t)rows * I, ng = 2 * na;

@@ -2,7 +2,9 @@
  * in PyTorch's formulas (silu(g)·u; dg = d·u·σ·(1 + g(1 − σ)), du = d·silu(g)), on activations
  * of either type with fp32 arithmetic; 16 bytes of each operand per thread where I allows. */
 #include "mma.cuh"
-#if defined(TRM_CUDA_SM90A)
+/* CUtensorMap: the host side of a 90a-real build and the device side of any sm_90a pass (a
+ * 90a-virtual build compiles the kernels' helpers without TRM_CUDA_SM90A) */
+#if defined(TRM_CUDA_SM90A) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #endif
@@ -242,7 +244,9 @@ __device__ __forceinline__ void tma_load_2d(bf16 *dst, const CUtensorMap *tm, in
 __device__ __forceinline__ void gw_bar(int wg) { asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory"); }
 
 /* silu with an approximate reciprocal (a few fp32 ulps, below bf16's rounding of the result):
- * the epilogue's instructions are what the other warpgroups' products must hide */
+ * the epilogue's instructions are what the other warpgroups' products must hide. swiglu_bwd
+ * recomputes act with silu_f, so the two can differ by one bf16 ulp where silu(g)·u falls
+ * within those ulps of a rounding boundary (a few elements in 10⁵). */
 __device__ __forceinline__ float silu_fast(float g) { return __fdividef(g, 1.f + __expf(-g)); }
 
 /* One 64 × 64 bf16 tile of the epilogue, v[j][hr] holding the thread's two columns 8j + 2t of
