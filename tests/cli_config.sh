@@ -242,6 +242,20 @@ refuse "two ports for rank 0" "--rdzv-endpoint=10.0.0.1:29400 and --master-port=
 refuse "--standalone over several hosts" "--standalone runs on one host; it cannot be combined with --nnodes 2" \
   --standalone --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 --master-port 29500
 refuse "--node-rank on one host" "--node-rank 1 with --nnodes 1: the only host is 0" --nproc-per-node 2 --node-rank 1
+# host 0 runs rank 0, which listens on this machine: another machine's address (TEST-NET-1) is refused
+refuse "host 0 given another host's address" \
+  "--master-addr=192.0.2.1 is not an address of this machine, but --node-rank 0 is the host of rank 0" \
+  --nnodes 2 --node-rank 0 --master-addr 192.0.2.1 --master-port 29500
+refuse "a world beyond trm's limit" "--nnodes 1024 x --nproc-per-node 1024 is 1048576 ranks, more than trm supports" \
+  --nnodes 1024 --node-rank 1 --nproc-per-node 1024 --master-addr 192.0.2.1 --master-port 29500
+# messages quote the flag as given, not only the part that failed
+refuse "an empty MAX of --nnodes MIN:MAX" "--nnodes=1:: expected a host count N or torchrun's N:N, N in 1..1024" --nnodes=1:
+refuse "a port beyond 65535" "--rdzv-endpoint=localhost:99999: expected a port in 0..65535" \
+  --nproc-per-node 2 --rdzv-endpoint=localhost:99999
+# inside a launched run the message names the launcher flag that was given
+WORLD_SIZE=2 RANK=0 MASTER_PORT=29500 run pretrain --nnodes 1 "${tiny[@]}" checkpoint_path="$TMP/bad"
+expect_rc 2 "a launcher flag inside a launched run"
+expect_text err "--nnodes inside an already launched run (WORLD_SIZE and RANK are set)" "launched run: message"
 # one host: rank 0 is here, so an endpoint of another host (TEST-NET-1: no machine's own) is a mistake
 refuse "another host's endpoint with one host" \
   "--rdzv-endpoint=192.0.2.1:29400 names another host, but with --nnodes 1 every worker runs on this one" \

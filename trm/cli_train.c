@@ -104,6 +104,7 @@ static const struct {
 /* What the launcher flags asked for. */
 typedef struct {
     int any;            /* a launcher flag was given: this process launches */
+    char first[40];     /* the first launcher flag given (for messages) */
     int nproc;          /* 0: not given */
     int nnodes;         /* 1 unless given */
     int node_rank;      /* -1: not given */
@@ -136,37 +137,41 @@ static int is_local_host(const char *h) {
     return 0;
 }
 
-static int parse_range(const char *flag, const char *v, int lo, int hi, int *out, trm_err *e) {
+/* v (a part of what the user typed, src = "--flag=value") as a number in lo..hi; the message
+ * quotes src, since v alone ("" of "--nnodes=1:") would not say which flag or what was wrong. */
+static int parse_range(const char *src, const char *what, const char *v, int lo, int hi, int *out, trm_err *e) {
     int64_t n;
-    if (trm_parse_i64(flag, v, &n, e)) return -1;
-    if (n < lo || n > hi) return trm_errf(e, "%s %s: expected a number in %d..%d", flag, v, lo, hi);
+    trm_err ignore;
+    if (trm_parse_i64(src, v, &n, &ignore) || n < lo || n > hi)
+        return trm_errf(e, "%s: expected %s in %d..%d", src, what, lo, hi);
     *out = (int)n;
     return 0;
 }
 
 /* "N" or torchrun's "MIN:MAX" with MIN == MAX; an elastic range is refused. */
-static int parse_nnodes(const char *flag, const char *v, int *out, trm_err *e) {
+static int parse_nnodes(const char *src, const char *v, int *out, trm_err *e) {
+    static const char what[] = "a host count N or torchrun's N:N, N";
     const char *colon = strchr(v, ':');
-    if (!colon) return parse_range(flag, v, 1, 1024, out, e);
+    if (!colon) return parse_range(src, what, v, 1, 1024, out, e);
     char lo[32];
     int a = 0, b = 0;
     snprintf(lo, sizeof lo, "%.*s", (int)(colon - v < 31 ? colon - v : 31), v);
-    if (parse_range(flag, lo, 1, 1024, &a, e) || parse_range(flag, colon + 1, 1, 1024, &b, e)) return -1;
+    if (parse_range(src, what, lo, 1, 1024, &a, e) || parse_range(src, what, colon + 1, 1, 1024, &b, e)) return -1;
     if (a != b)
-        return trm_errf(e, "%s=%s: elastic host counts are not supported; trm runs a fixed number of hosts, "
-                           "all started from the beginning: give --nnodes N", flag, v);
+        return trm_errf(e, "%s: elastic host counts are not supported; trm runs a fixed number of hosts, "
+                           "all started from the beginning: give --nnodes N", src);
     *out = a;
     return 0;
 }
 
 /* HOST, HOST:PORT, [IPV6] or [IPV6]:PORT; a bare IPv6 address (several ':') has no port.
  * *port stays -1 without one. */
-static int split_endpoint(const char *flag, const char *v, char *host, size_t n, int *port, trm_err *e) {
+static int split_endpoint(const char *src, const char *v, char *host, size_t n, int *port, trm_err *e) {
     const char *h = v, *end = NULL, *ps = NULL;
     if (v[0] == '[') {
         end = strchr(v, ']');
         if (!end || (end[1] && end[1] != ':'))
-            return trm_errf(e, "%s=%s: expected [ADDRESS] or [ADDRESS]:PORT", flag, v);
+            return trm_errf(e, "%s: expected [ADDRESS] or [ADDRESS]:PORT", src);
         h = v + 1;
         ps = end[1] ? end + 2 : NULL;
     } else {
@@ -174,10 +179,10 @@ static int split_endpoint(const char *flag, const char *v, char *host, size_t n,
         if (colon && colon == strrchr(v, ':')) end = colon, ps = colon + 1;
         else end = v + strlen(v);
     }
-    if (end == h || (size_t)(end - h) >= n) return trm_errf(e, "%s=%s: expected HOST or HOST:PORT", flag, v);
+    if (end == h || (size_t)(end - h) >= n) return trm_errf(e, "%s: expected HOST or HOST:PORT", src);
     memcpy(host, h, (size_t)(end - h));
     host[end - h] = 0;
-    return ps ? parse_range(flag, ps, 0, 65535, port, e) : 0;
+    return ps ? parse_range(src, "a port", ps, 0, 65535, port, e) : 0;
 }
 
 /* Each of rank 0's host and port may come from --master-addr/--master-port or the endpoint;
@@ -203,24 +208,25 @@ static int take_torchrun_value(torchrun_flag f, const char *flag, const char *v,
     int port = -1;
     snprintf(src, sizeof src, "%s=%s", flag, v ? v : "");
     switch (f) {
-    case TR_NPROC: return parse_range(flag, v, 1, 1024, &lf->nproc, e);
-    case TR_NNODES: return parse_nnodes(flag, v, &lf->nnodes, e);
-    case TR_NODE_RANK: return parse_range(flag, v, 0, 1023, &lf->node_rank, e);
+    case TR_NPROC: return parse_range(src, "a worker count", v, 1, 1024, &lf->nproc, e);
+    case TR_NNODES: return parse_nnodes(src, v, &lf->nnodes, e);
+    case TR_NODE_RANK: return parse_range(src, "a host number", v, 0, 1023, &lf->node_rank, e);
     case TR_RDZV_BACKEND:
         if (strcmp(v, "c10d") && strcmp(v, "static"))
-            return trm_errf(e, "%s=%s: expected c10d or static (trm's ranks meet at rank 0 over TCP)", flag, v);
+            return trm_errf(e, "%s: expected c10d or static (trm's ranks meet at rank 0 over TCP)", src);
         return 0;
     case TR_RDZV_ENDPOINT:
-        if (split_endpoint(flag, v, host, sizeof host, &port, e) || set_host(lf, src, host, e)) return -1;
+        if (split_endpoint(src, v, host, sizeof host, &port, e) || set_host(lf, src, host, e)) return -1;
         return port >= 0 ? set_port(lf, src, port, e) : 0;
     case TR_MASTER_ADDR:
-        if (split_endpoint(flag, v, host, sizeof host, &port, e)) return -1;
-        if (port >= 0) return trm_errf(e, "%s=%s: give the port with --master-port", flag, v);
+        if (split_endpoint(src, v, host, sizeof host, &port, e)) return -1;
+        if (port >= 0) return trm_errf(e, "%s: give the port with --master-port", src);
         return set_host(lf, src, host, e);
-    case TR_MASTER_PORT: return parse_range(flag, v, 0, 65535, &port, e) || set_port(lf, src, port, e) ? -1 : 0;
+    case TR_MASTER_PORT:
+        return parse_range(src, "a port", v, 0, 65535, &port, e) || set_port(lf, src, port, e) ? -1 : 0;
     case TR_MAX_RESTARTS:
-        if (strcmp(v, "0")) return trm_errf(e, "%s=%s: trm's launcher does not restart workers; a failed run resumes "
-                                               "with resume=auto", flag, v);
+        if (strcmp(v, "0")) return trm_errf(e, "%s: trm's launcher does not restart workers; a failed run resumes "
+                                               "with resume=auto", src);
         return 0;
     case TR_STANDALONE: lf->standalone = 1; return 0;
     case TR_RDZV_ID: case TR_MONITOR_INTERVAL: return 0;
@@ -228,9 +234,24 @@ static int take_torchrun_value(torchrun_flag f, const char *flag, const char *v,
     return 0;
 }
 
+/* Host 0 runs rank 0, which listens here, and its own workers connect to the address given: it
+ * must be one of this machine's, or host 0 was given another host's address (or is not host 0). */
+static int check_host_zero(const launcher_flags *lf, trm_err *e) {
+    int local = trm_host_is_local(lf->host, e);
+    if (local < 0) return trm_err_prefix(e, "%s", lf->host_src);
+    if (!local)
+        return trm_errf(e, "%s is not an address of this machine, but --node-rank 0 is the host of rank 0, which "
+                           "listens there; on host 0 give this machine's address as the other hosts reach it (if "
+                           "this is not host 0, give its own --node-rank)", lf->host_src);
+    return 0;
+}
+
 /* The rules that join several flags, once all are read. */
 static int check_launcher_flags(launcher_flags *lf, trm_err *e) {
     if (!lf->nproc) lf->nproc = 1; /* torchrun's default */
+    if ((long long)lf->nnodes * lf->nproc > TRM_LAUNCH_MAX_RANKS)
+        return trm_errf(e, "--nnodes %d x --nproc-per-node %d is %lld ranks, more than trm supports (%d)", lf->nnodes,
+                        lf->nproc, (long long)lf->nnodes * lf->nproc, TRM_LAUNCH_MAX_RANKS);
     if (lf->nnodes == 1) {
         if (lf->node_rank < 0) lf->node_rank = 0;
         if (lf->node_rank != 0) return trm_errf(e, "--node-rank %d with --nnodes 1: the only host is 0", lf->node_rank);
@@ -256,7 +277,7 @@ static int check_launcher_flags(launcher_flags *lf, trm_err *e) {
         return trm_errf(e, "--nnodes %d: give rank 0's port with --master-port P or --rdzv-endpoint HOST:P (P > 0, "
                            "the same on every host; a free port picked on one host is unknown to the others)",
                         lf->nnodes);
-    return 0;
+    return lf->node_rank == 0 ? check_host_zero(lf, e) : 0;
 }
 
 /* Removes the launcher flags from argv into lf (lf->any: one was given). */
@@ -276,6 +297,7 @@ static int take_launcher_flags(int *argc, char **argv, launcher_flags *lf, trm_e
             used = 2;
         }
         if (take_torchrun_value(torchrun_flags[k].flag, flag, v, lf, e)) return -1;
+        if (!lf->any) snprintf(lf->first, sizeof lf->first, "%s", flag);
         lf->any = 1;
         memmove(argv + i, argv + i + used, (size_t)(*argc - i - used) * sizeof *argv);
         *argc -= used;
@@ -330,7 +352,7 @@ static int launch_workers(const launcher_flags *lf, int argc, char **argv, const
     if (bad) return 2;
     if (lf->nproc * lf->nnodes > 1 && refuse_device_early(argc, argv, g, e)) return 2;
     if (d.launch != TRM_LAUNCH_SINGLE || (getenv("WORLD_SIZE") && getenv("RANK"))) {
-        trm_errf(e, "--nproc-per-node inside an already launched run (%s); use one launcher",
+        trm_errf(e, "%s inside an already launched run (%s); use one launcher", lf->first,
                  d.launch == TRM_LAUNCH_MPI ? "started by mpirun" : "WORLD_SIZE and RANK are set");
         return 2;
     }
@@ -346,8 +368,12 @@ static int launch_workers(const launcher_flags *lf, int argc, char **argv, const
     args[k++] = "pretrain";
     for (int i = 0; i < argc; i++) args[k++] = argv[i];
     args[k] = NULL;
+    /* With one host the address given was checked to be this machine's, and rank 0 listens on all
+     * of its interfaces, so the workers meet on the loopback (the launcher's default): the user's
+     * spelling may not connect (::1 where IPv6 is off, when rank 0 listens on IPv4 only). */
     trm_launch_spec spec = {.nproc = lf->nproc, .nnodes = lf->nnodes, .node_rank = lf->node_rank,
-                            .master_addr = lf->host[0] ? lf->host : NULL, .master_port = lf->port > 0 ? lf->port : 0};
+                            .master_addr = lf->nnodes > 1 ? lf->host : NULL,
+                            .master_port = lf->port > 0 ? lf->port : 0};
     int rc = trm_launch(&spec, exe, args, e);
     free(args);
     return rc < 0 ? 1 : rc;

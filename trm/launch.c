@@ -306,8 +306,9 @@ static int plan_for(const trm_launch_spec *s, launch_plan *p, trm_err *e) {
     if (s->nnodes < 1) return trm_errf(e, "--nnodes must be >= 1 (got %d)", s->nnodes);
     if (s->node_rank < 0 || s->node_rank >= s->nnodes)
         return trm_errf(e, "--node-rank %d is outside 0..%d (--nnodes %d)", s->node_rank, s->nnodes - 1, s->nnodes);
-    if ((long long)s->nnodes * s->nproc > 1000000) /* dist.c reads WORLD_SIZE up to this */
-        return trm_errf(e, "%d hosts x %d workers is more ranks than trm supports (1000000)", s->nnodes, s->nproc);
+    if ((long long)s->nnodes * s->nproc > TRM_LAUNCH_MAX_RANKS)
+        return trm_errf(e, "%d hosts x %d workers is more ranks than trm supports (%d)", s->nnodes, s->nproc,
+                        TRM_LAUNCH_MAX_RANKS);
     if (s->master_port < 0 || s->master_port > 65535)
         return trm_errf(e, "MASTER_PORT %d is not a TCP port (1..65535)", s->master_port);
     /* a port picked here is unknown to the other hosts' launchers */
@@ -366,7 +367,8 @@ int trm_host_is_local(const char *host, trm_err *e) {
     if (g != 0) return trm_errf(e, "cannot resolve '%s': %s", host, gai_strerror(g));
     int local = 0;
     /* bind succeeds only for an address of one of this machine's interfaces (on Linux also for
-     * all of 127/8); the port stays 0, so nothing is held */
+     * all of 127/8), unless Linux's ip_nonlocal_bind is on: then any address binds, and every
+     * host passes as local; the port stays 0, so nothing is held */
     for (struct addrinfo *ai = res; ai && !local; ai = ai->ai_next) {
         int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
         if (fd < 0) continue;

@@ -11,6 +11,9 @@
  * argv0 resolved through PATH). */
 int trm_self_exe(char *buf, size_t n, const char *argv0, trm_err *e);
 
+/* The most ranks a run may have: dist.c reads WORLD_SIZE and RANK up to this. */
+#define TRM_LAUNCH_MAX_RANKS 1000000
+
 /* One host's part of a run: nproc workers here, of nnodes hosts in all. Worker i of host
  * node_rank gets RANK = node_rank*nproc + i, LOCAL_RANK = i, WORLD_SIZE = nnodes*nproc and
  * LOCAL_WORLD_SIZE = nproc, so every host must start the same nproc. Rank 0 (on host 0) listens
@@ -40,7 +43,8 @@ int trm_launch_local(int nproc, const char *exe, char *const args[], trm_err *e)
 
 /* Whether `host` (a name or a numeric address, IPv6 without brackets) is an address of this
  * machine: 1 when a socket can be bound to one of its addresses, 0 when it resolves only to
- * addresses of other machines, -1 with e set when it does not resolve. */
+ * addresses of other machines, -1 with e set when it does not resolve. A bind test: with Linux's
+ * net.ipv4.ip_nonlocal_bind (or ipv6.ip_nonlocal_bind) on, every address binds and counts as local. */
 int trm_host_is_local(const char *host, trm_err *e);
 
 #endif
