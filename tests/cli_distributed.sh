@@ -28,7 +28,8 @@ grep -q "distributed: 2 ranks" launch.txt || fail "the launcher's run does not s
 [ "$(grep -c 'checkpoint: ' launch.txt)" = 1 ] || fail "only rank 0 should report (and write) the checkpoint"
 losses_close one launch "1 vs 2 ranks"
 weights_close one launch "1 vs 2 ranks"
-[ "$(weights_rel one/$ck launch/$ck)" != 0 ] || echo "note: identical to one process"
+rel=$(weights_rel one/$ck launch/$ck) || fail "1 vs 2 ranks: weights not compared"
+[ "$rel" != 0 ] || echo "note: identical to one process"
 # evaluation: each rank steps its share, rank 0 gathers the predictions and writes them
 same_eval one launch "2-rank evaluation"
 
@@ -48,7 +49,7 @@ else
 fi
 
 # --- torchrun-style environment -----------------------------------------------------------------
-port=$((20000 + RANDOM % 20000))
+port=$(free_port) || fail "no free port"
 for r in 0 1; do
   RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
     timeout 300 "$TRM" pretrain "${common[@]}" checkpoint_path=env > env$r.txt 2>&1 &
@@ -73,7 +74,7 @@ names=(+project_name=p +run_name=r) # the same run names, or the configurations 
 mkdir -p st0 st1 && ln -s ../data st0/data && ln -s ../data st1/data || fail "mkdir"
 (cd st0 && "$TRM" pretrain --nproc-per-node 2 "${common[@]}" "${names[@]}" checkpoint_path=run stop_after_steps=9 > /dev/null 2>&1) || fail "st0 run"
 (cd st1 && "$TRM" pretrain "${common[@]}" "${names[@]}" checkpoint_path=run stop_after_steps=9 > /dev/null 2>&1) || fail "st1 run"
-port=$((20000 + RANDOM % 20000))
+port=$(free_port) || fail "no free port"
 for r in 0 1; do
   (cd st$r && RANK=$r WORLD_SIZE=2 MASTER_PORT=$port timeout 120 "$TRM" pretrain "${common[@]}" "${names[@]}" \
      checkpoint_path=run stop_after_steps=9 resume=auto > ../st$r.txt 2>&1) &
@@ -98,7 +99,7 @@ grep -q "trm pretrain (rank 1): writing the checkpoint failed on another rank" c
 timeout 120 "$TRM" pretrain --nproc-per-node 3 "${common[@]}" checkpoint_path=three > three.txt 2>&1 && fail "accepted 32 rows over 3 ranks"
 grep -q "multiple of the number of ranks 3" three.txt || { cat three.txt; fail "no batch-split message"; }
 [ ! -e three ] || fail "a refused run created its run directory"
-port=$((20000 + RANDOM % 20000))
+port=$(free_port) || fail "no free port"
 for r in 0 1; do
   extra=(); [ $r = 1 ] && extra=(lr=0.5)
   RANK=$r WORLD_SIZE=2 MASTER_PORT=$port timeout 120 "$TRM" pretrain "${common[@]}" "${extra[@]}" checkpoint_path=mismatch > mm$r.txt 2>&1 &

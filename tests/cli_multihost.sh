@@ -19,6 +19,12 @@ if ! have_distributed_cpu; then
   echo "SKIP: this trm is built without MPI (cli_distributed.sh checks that it refuses distributed cpu runs)"
   exit 77
 fi
+# every multi-process launch below runs under timeout(1), so that a rank left waiting fails the
+# test in minutes instead of holding it until ctest's limit
+if ! command -v timeout > /dev/null; then
+  echo "SKIP: no timeout command (coreutils) to bound the multi-process runs: 4 ranks and several hosts not checked"
+  exit 77
+fi
 
 "$TRM" pretrain "${common[@]}" checkpoint_path=one eval_save_outputs=true > one.txt 2>&1 || { cat one.txt; fail "one process"; }
 
@@ -59,7 +65,8 @@ echo "generate on cpu, 4-rank checkpoint: accuracy $(gen accuracy), as the run's
 # host 1 (ranks 2, 3) with FLAGS1 (PORT in them is replaced by the port); WRAP0/WRAP1 prefix their
 # commands (a network namespace); outputs NAME.0.txt and NAME.1.txt, status of each in rc0, rc1
 two_hosts() {
-  local name=$1 addr=$2 wrap0=$3 wrap1=$4 port=$((20000 + RANDOM % 20000))
+  local name=$1 addr=$2 wrap0=$3 wrap1=$4 port
+  port=$(free_port) || fail "no free port"
   shift 4
   local flags1=("${@//PORT/$port}")
   # shellcheck disable=SC2086 # the wrappers are words
@@ -111,22 +118,29 @@ case $? in
 esac
 
 # --- two hosts in two network namespaces ------------------------------------------------------------
-ns0=trm_ns0_$$ ns1=trm_ns1_$$
-netns_up() {
-  [ "$(id -u)" = 0 ] && command -v ip > /dev/null || return 1
-  ip netns add $ns0 2> /dev/null || return 1
-  trap 'ip netns del $ns0 2> /dev/null; ip netns del $ns1 2> /dev/null' EXIT
-  ip netns add $ns1 && ip link add v0 netns $ns0 type veth peer name v1 netns $ns1 &&
-    ip -n $ns0 addr add 10.213.0.1/24 dev v0 && ip -n $ns1 addr add 10.213.0.2/24 dev v1 &&
-    ip -n $ns0 link set v0 up && ip -n $ns1 link set v1 up && ip -n $ns0 link set lo up && ip -n $ns1 link set lo up
+ns0=trm_ns0_$$ ns1=trm_ns1_$$ netns_why=""
+# netns_step CMD...: runs CMD; on failure netns_why says which command failed and its message
+netns_step() {
+  local out
+  out=$("$@" 2>&1) || { netns_why="'$*' failed: $(head -c 200 <<< "$out")"; return 1; }
 }
-if netns_up 2> netns.txt; then
+netns_up() {
+  [ "$(id -u)" = 0 ] || { netns_why="not root"; return 1; }
+  command -v ip > /dev/null || { netns_why="no ip command"; return 1; }
+  netns_step ip netns add $ns0 || return 1
+  trap 'ip netns del $ns0 2> /dev/null; ip netns del $ns1 2> /dev/null' EXIT
+  netns_step ip netns add $ns1 && netns_step ip link add v0 netns $ns0 type veth peer name v1 netns $ns1 &&
+    netns_step ip -n $ns0 addr add 10.213.0.1/24 dev v0 && netns_step ip -n $ns1 addr add 10.213.0.2/24 dev v1 &&
+    netns_step ip -n $ns0 link set v0 up && netns_step ip -n $ns1 link set v1 up &&
+    netns_step ip -n $ns0 link set lo up && netns_step ip -n $ns1 link set lo up
+}
+if netns_up; then
   two_hosts ns 10.213.0.1 "ip netns exec $ns0" "ip netns exec $ns1" \
     --nnodes 2 --node-rank 1 --nproc-per-node 2 --master-addr 10.213.0.1 --master-port PORT
   [ "$rc0$rc1" = 00 ] || { cat ns.0.txt ns.1.txt; fail "two hosts in network namespaces (status $rc0, $rc1)"; }
   same_run ns four "two hosts in network namespaces vs one launcher of 4"
   echo "two hosts in network namespaces (10.213.0.1, 10.213.0.2): the same run as 4 ranks of one launcher"
 else
-  echo "SKIP: no network namespaces here (needs root and ip netns: $(head -c 200 netns.txt)): the namespace variant not checked"
+  echo "SKIP: no network namespaces here ($netns_why): the namespace variant not checked"
 fi
 echo "4 ranks and two hosts on cpu: all checks passed"

@@ -36,8 +36,33 @@ have_distributed_cpu() {
 losses() { grep '"kind":"train"' "$1/metrics.jsonl" | grep -o '"train/lm_loss":[^,}]*' | cut -d: -f2; }
 # an eval metric of metrics.jsonl (all/NAME)
 ev() { grep '"kind":"eval"' "$1/metrics.jsonl" | grep -o "\"all/$2\":[^,}]*" | cut -d: -f2; }
-# largest relative difference of the weights (inner.*) between two checkpoints
-weights_rel() { "$TRM" inspect --diff "$1" "$2" | awk '$1 ~ /^inner\./ { if ($3 > m) m = $3 } END { print m + 0 }'; }
+# largest relative difference of the weights (inner.*) between two checkpoints; non-zero with a
+# message on stderr when there is nothing to compare (a missing or unreadable file, inspect
+# failing, no inner.* tensor, a value that is not a number), so that no caller passes on nothing.
+# Callers run it in $(...), where `fail` would only leave the subshell: they check its status.
+weights_rel() {
+  local f out
+  for f in "$1" "$2"; do [ -f "$f" ] || { echo "weights_rel: no checkpoint $f" >&2; return 1; }; done
+  out=$("$TRM" inspect --diff "$1" "$2") || { echo "weights_rel: trm inspect --diff $1 $2 failed (status $?): $out" >&2; return 1; }
+  awk '$1 ~ /^inner\./ { n++; if ($3 !~ /^[0-9.eE+-]+$/) bad = $1 " " $3; else if ($3 + 0 > m) m = $3 + 0 }
+       END { if (bad != "") { print "weights_rel: not a number: " bad > "/dev/stderr"; exit 1 }
+             if (!n) { print "weights_rel: no inner.* tensor in trm inspect --diff" > "/dev/stderr"; exit 1 }
+             print m + 0 }' <<< "$out"
+}
+
+# A TCP port free on this machine now: bound to port 0 (the kernel's choice) and released. A
+# random port could be in use, by an ephemeral connection or a test running beside this one.
+# Non-zero with a message on stderr when no port can be had; callers check: port=$(free_port) || fail
+free_port() {
+  if command -v perl > /dev/null; then
+    perl -MIO::Socket::INET -e 'print IO::Socket::INET->new(LocalAddr => "0.0.0.0", Listen => 1)->sockport'
+  elif command -v python3 > /dev/null; then
+    python3 -c 'import socket; s = socket.socket(); s.bind(("0.0.0.0", 0)); print(s.getsockname()[1])'
+  else
+    echo "free_port: neither perl nor python3 to ask the kernel for a free TCP port" >&2
+    return 1
+  fi
+}
 
 # losses_close ONE MANY WHAT: run MANY logged 20 steps, each lm_loss within 1e-5 (relative) of ONE's
 losses_close() {
@@ -50,7 +75,7 @@ losses_close() {
 # weights_close A B WHAT: the final weights within 1e-4 (relative)
 weights_close() {
   local rel
-  rel=$(weights_rel "$1/$ck" "$2/$ck")
+  rel=$(weights_rel "$1/$ck" "$2/$ck") || fail "weights, $3: nothing compared"
   echo "weights after 20 steps, $3: largest relative difference $rel"
   awk -v r="$rel" 'BEGIN { exit !(r <= 1e-4) }' || fail "weights, $3: differ by $rel"
 }
