@@ -75,7 +75,7 @@ void trm_plan_report(trm_plan *p, FILE *f) {
     if (p->reported) return;
     trm_model *m = p->m;
     if (!p->enabled) {
-        fprintf(f, "compile: off (%s): each step issues its ops one by one; activation arena %.2f GiB\n",
+        fprintf(f, "compile: off (%s): each step issues its ops one by one; activation arena %.3g GiB\n",
                 m->be->capture_begin ? "compile=false or DISABLE_COMPILE=1" : "the backend cannot capture",
                 m->act_bytes / 1073741824.0);
         p->reported = 1;
@@ -90,12 +90,14 @@ void trm_plan_report(trm_plan *p, FILE *f) {
     if (!s) return;
     fprintf(f,
             "compile: the %s step was captured as one graph of %zu ops in %.1f ms and is replayed "
-            "every step (%zu launches per step before, 1 after); activation arena %.2f GiB "
-            "preallocated (%d saved recursion passes, %s activations)%s. Fused ops, in both paths: "
+            "every step (%zu launches per step before, 1 after); activation arena %.3g GiB "
+            "preallocated (%d saved recursion passes%s, %s activations)%s. Fused ops, in both paths: "
             "residual+RMSNorm, SwiGLU on the gate/up output, loss and its gradient in one pass over "
             "the logits, AdamATan2 in one pass over all weights.\n",
             s->training ? "training" : "evaluation", s->nodes, s->capture_ms, s->nodes,
-            m->act_bytes / 1073741824.0, m->saved_count, m->act_dt == TRM_BF16 ? "bf16" : "fp32",
+            m->act_bytes / 1073741824.0, m->saved_count,
+            m->cfg.recompute ? " kept as inputs and outputs, their blocks recomputed in the backward" : "",
+            m->act_dt == TRM_BF16 ? "bf16" : "fp32",
             m->be->tune_gemms && m->act_dt == TRM_BF16 ? "; bf16 GEMM algorithms chosen by timing in the first step" : "");
     p->reported = 1;
 }

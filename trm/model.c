@@ -262,8 +262,16 @@ static void carve_acts(trm_model *m, arena *a) {
     void *act = arena_take(a, R * m->I, m->esz);
     void *actt = m->cfg.mlp_t ? arena_take(a, (size_t)m->B * m->D * m->It, m->esz) : NULL;
     int layers = m->level_layers[0] > m->level_layers[1] ? m->level_layers[0] : m->level_layers[1];
+    trm_block_acts shared[TRM_MAX_LAYERS];
+    if (m->cfg.recompute && m->saved_count)
+        for (int l = 0; l < layers; l++) carve_block(m, a, &shared[l], act, actt);
     for (int c = 0; c < m->saved_count; c++) {
         m->saved[c].x0 = arena_take(a, R * m->D, m->esz);
+        if (m->cfg.recompute) {
+            m->saved[c].out = arena_take(a, R * m->D, m->esz);
+            memcpy(m->saved[c].blk, shared, (size_t)layers * sizeof shared[0]);
+            continue;
+        }
         for (int l = 0; l < layers; l++) carve_block(m, a, &m->saved[c].blk[l], act, actt);
     }
     m->scratch->x0 = arena_take(a, R * m->D, m->esz);
@@ -795,6 +803,19 @@ static void block_bwd(trm_model *m, int l, trm_block_acts *k, void *d) {
  * Net = blocks applied to (h + inj); the recursion; heads
  * ------------------------------------------------------------------------------------- */
 
+/* The blocks of Net(level) on a->x0; with save, each block's activations in a->blk[j], else the
+ * two scratch sets in turn. Returns the output. */
+static const void *net_blocks_fwd(trm_model *m, const void *w, int level, trm_net_acts *a, int save) {
+    const void *cur = a->x0;
+    for (int j = 0; j < m->level_layers[level]; j++) {
+        trm_block_acts *k = save ? &a->blk[j] : &a->blk[j % 2];
+        k->in = cur;
+        block_fwd(m, w, m->level_first[level] + j, k, save);
+        cur = k->y2;
+    }
+    return cur;
+}
+
 const void *trm_net_fwd(trm_model *m, const void *w, int level, const void *const *parts, int nparts,
                         const void *inj, trm_net_acts *save) {
     trm_backend *be = m->be;
@@ -807,17 +828,14 @@ const void *trm_net_fwd(trm_model *m, const void *w, int level, const void *cons
         be->copy(be, a->x0, parts[0], n * m->esz);
     for (int i = 2; i < nparts; i++) be->axpy(be, a->x0, parts[i], 1.0f, n);
     if (inj && nparts > 1) be->axpy(be, a->x0, inj, 1.0f, n);
-    const void *cur = a->x0;
-    for (int j = 0; j < m->level_layers[level]; j++) {
-        trm_block_acts *k = save ? &a->blk[j] : &a->blk[j % 2];
-        k->in = cur;
-        block_fwd(m, w, m->level_first[level] + j, k, save != NULL);
-        cur = k->y2;
-    }
-    return cur;
+    const void *cur = net_blocks_fwd(m, w, level, a, save != NULL);
+    if (!save || !save->out) return cur;
+    trm_state_copy(m, save->out, cur); /* the shared blocks are the next saved call's */
+    return save->out;
 }
 
 void trm_net_bwd(trm_model *m, int level, trm_net_acts *a, void *d) {
+    if (a->out) net_blocks_fwd(m, m->wcur, level, a, 1); /* recompute: the same ops on the same x0, the same bits */
     for (int j = m->level_layers[level] - 1; j >= 0; j--) block_bwd(m, m->level_first[level] + j, &a->blk[j], d);
 }
 

@@ -37,6 +37,8 @@ typedef struct trm_model_config {
     int loss_type;           /* TRM_LOSS_* */
     double rms_norm_eps, rope_theta;
     int inference_only;      /* allocate nothing for gradients/optimiser/saved activations */
+    int recompute;           /* keep only each saved Net call's input and output: the backward runs the
+                              * call's blocks again (one set of block activations instead of one a call) */
 } trm_model_config;
 
 /* One named slice of a flat parameter buffer. */

@@ -20,6 +20,7 @@ struct trm_block_acts {
 
 struct trm_net_acts {
     void *x0;
+    void *out; /* recompute: the call's output, kept (blk[] is one set every saved call shares) */
     trm_block_acts blk[TRM_MAX_LAYERS];
 };
 

@@ -150,6 +150,10 @@ int trm_run_config_read(trm_run_config *rc, const cfg_node *root, trm_err *e) {
     if (read_save_outputs(rc, root, e)) return -1;
     if (opt_int(root, "stop_after_steps", &rc->stop_after_steps, 0, e)) return -1;
     if (trm_arch_read_config(root, &rc->arch, &rc->arch_name, e)) return -1;
+    /* optional: configs written before the key existed leave it off */
+    if (cfg_get(root, "recompute") && cfg_get(root, "recompute")->type != CFG_NULL &&
+        cfg_get_bool(root, "recompute", &rc->arch.recompute, e))
+        return -1;
     if (check_loss_class(root, e)) return -1;
 
     if (rc->global_batch_size < 1) return trm_errf(e, "global_batch_size must be >= 1 (got %lld)", (long long)rc->global_batch_size);

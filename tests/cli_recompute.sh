@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# CLI test of recompute=true (each saved recursion pass keeps only its input and output; the
+# backward runs the pass's blocks again): on cpu the same ops on the same inputs give the same
+# bits, so per-step losses and the weights after training equal recompute=false exactly, for
+# the token-mixing MLP and attention, TRM and HRM (two levels of saved calls); the activation
+# arena it reports is smaller; a value that is not a boolean is refused.
+set -uo pipefail
+TRM=$1 SRC=$2 SHARED=$3 TMP=$4
+fail() { echo "FAIL: $*"; exit 1; }
+rm -rf "$TMP" && mkdir -p "$TMP" && cd "$TMP" || exit 1
+export OMP_NUM_THREADS=1
+
+"$TRM" data sudoku4 --out data --train 160 --test 32 --seed 5 > /dev/null || fail "data sudoku4"
+common=(cfg=tiny "data_paths=[data]" epochs=1 eval_interval=1 global_batch_size=32 arch.hidden_size=32
+        arch.H_cycles=2 arch.L_cycles=2 arch.halt_max_steps=2 log_interval=1 stop_after_steps=5 device=cpu)
+att=(arch.mlp_t=False arch.pos_encodings=rope arch.num_heads=2)
+losses() { grep '"kind":"train"' "$1/metrics.jsonl" | grep -o '"train/lm_loss":[^,}]*'; }
+arena() { sed -n 's/.*activation arena \([0-9.e+-]*\) GiB.*/\1/p' "$1" | head -1; }
+
+check() { # name, then overrides
+  local name=$1
+  shift
+  for r in false true; do
+    "$TRM" pretrain "${common[@]}" "$@" recompute=$r checkpoint_path="${name}_$r" > "${name}_$r.txt" 2>&1 ||
+      { cat "${name}_$r.txt"; fail "$name recompute=$r"; }
+  done
+  [ "$(losses "${name}_false" | wc -l)" = 5 ] || fail "$name: expected 5 logged steps"
+  diff <(losses "${name}_false") <(losses "${name}_true") > /dev/null || fail "$name: losses differ with recompute=true"
+  "$TRM" inspect --diff "${name}_false/step_5.safetensors" "${name}_true/step_5.safetensors" --tol 0 > "diff_$name.txt" ||
+    { tail -3 "diff_$name.txt"; fail "$name: weights differ with recompute=true"; }
+  grep -q "largest relative difference: 0 " "diff_$name.txt" || fail "$name: inspect --diff compared nothing"
+  local off on
+  off=$(arena "${name}_false.txt") on=$(arena "${name}_true.txt")
+  [ -n "$off" ] && [ -n "$on" ] || fail "$name: no activation arena reported"
+  awk -v a="$on" -v b="$off" 'BEGIN { exit !(a < b) }' || fail "$name: arena $on GiB with recompute, $off without"
+  echo "$name: recompute=true equals false bit for bit (5 steps, losses and weights); arena $on GiB vs $off GiB"
+}
+
+check mlp_t
+check attention "${att[@]}"
+check hrm arch=hrm "${att[@]}"
+grep -q "^model: hrm, " hrm_true.txt || fail "arch=hrm: the run does not say it trains hrm"
+
+"$TRM" pretrain "${common[@]}" recompute=sometimes checkpoint_path=bad > bad.txt 2>&1 && fail "recompute=sometimes accepted"
+grep -q "recompute" bad.txt || { cat bad.txt; fail "no message naming recompute"; }
+echo "recompute=sometimes refused: $(grep -m1 recompute bad.txt)"
