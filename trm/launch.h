@@ -31,8 +31,9 @@ typedef struct {
  * Waits for all. If one exits non-zero or is killed by a signal, prints one line to stderr and
  * sends SIGTERM to the others, then SIGKILL to any still alive after 10 s. SIGINT/SIGTERM sent
  * to the launcher with kill(2) are forwarded to the workers (terminal-generated ones already
- * reach them: they share the launcher's process group). Workers of other hosts are stopped by
- * their own launchers, once their connections to this host's ranks fail.
+ * reach them: they share the launcher's process group). Workers of other hosts are not told:
+ * they may wait in a collective until stopped by hand (MPI and NCCL do not reliably fail on a
+ * lost peer; see README "Several hosts").
  * Returns the exit status the launcher should exit with: 0 if all succeeded, else the first
  * failing worker's exit status (128+signal for a signal). Returns -1 with e set only when it
  * could not start at all (fork/exec failure, a spec out of range); workers already started are
