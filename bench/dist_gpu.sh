@@ -20,10 +20,20 @@ set -euo pipefail
 TRM=${1:-build/trm}
 shift || true
 CONFIG=${CONFIG:-sudoku} STEPS=${STEPS:-60} LOG=${LOG:-10} PROFILE=${PROFILE:-1} PROFILE_STEPS=${PROFILE_STEPS:-20}
+for v in STEPS LOG PROFILE_STEPS; do
+  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "dist_gpu.sh: $v=${!v}: expected a positive number" >&2; exit 2; }
+done
+# examples/s is the median of the logged intervals after the first (graph capture): at least two
+# of them, or there is no rate to compare
+[ "$STEPS" -ge $((3 * LOG)) ] ||
+  { echo "dist_gpu.sh: STEPS=$STEPS logs fewer than 3 intervals of LOG=$LOG steps; give STEPS >= $((3 * LOG))" >&2; exit 2; }
 work=${WORK:-$(mktemp -d)}
 mkdir -p "$work/csv_$CONFIG"
-have=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU' || true)
-command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader | sed 's/^/# /'
+command -v nvidia-smi > /dev/null || { echo "dist_gpu.sh: nvidia-smi not found: no NVIDIA driver to count GPUs with" >&2; exit 2; }
+gpu_list=$(nvidia-smi -L 2>&1) || { echo "dist_gpu.sh: nvidia-smi -L failed: $gpu_list" >&2; exit 2; }
+have=$(grep -c '^GPU' <<< "$gpu_list" || true)
+nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader | sed 's/^/# /' ||
+  echo "dist_gpu.sh: nvidia-smi --query-gpu failed; GPU names and memory not shown" >&2
 
 counts=("$@")
 if [ ${#counts[@]} = 0 ]; then
@@ -62,9 +72,19 @@ run() {
   "$TRM" pretrain "$@" "${common[@]}" stop_after_steps="$steps" checkpoint_path="$work/$name" > "$work/$name.txt" 2>&1
 }
 launch() { [ "$1" = 1 ] || echo --nproc-per-node "$1"; }
-# median ex/s of the logged intervals, the first one left out
-rate() { grep -o '[0-9.]* ex/s' "$work/$1.txt" | awk 'NR > 1 { print $1 }' | sort -g |
-         awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+# median ex/s of the logged intervals, the first one left out; non-zero with a message on stderr
+# when the log has fewer than two intervals or a rate that is not above 0 (nothing to divide by)
+rate() {
+  local all
+  all=$(grep -o '[0-9.]* ex/s' "$work/$1.txt" || true)
+  if [ "$(grep -c . <<< "$all")" -lt 2 ]; then
+    echo "dist_gpu.sh: $work/$1.txt logs $(grep -c . <<< "$all") ex/s intervals; the rate needs 2 or more" >&2
+    return 1
+  fi
+  awk 'NR > 1 { print $1 }' <<< "$all" | sort -g | awk '{ v[NR] = $1 }
+    END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; if (!(m > 0)) exit 1; print m }' ||
+    { echo "dist_gpu.sh: $work/$1.txt: the median rate is not above 0 ex/s" >&2; return 1; }
+}
 losses() { grep '"kind":"train"' "$work/$1/metrics.jsonl" | grep -o '"train/lm_loss":[^,}]*' | cut -d: -f2; }
 gpus() { [ "$1" = 1 ] && echo "1 GPU" || echo "$1 GPUs"; }
 # all-reduce of the profiled run: mean over ranks of ms per step, calls per step, share of op time
@@ -83,7 +103,11 @@ for n in "${counts[@]}"; do
     table+=("| $n | failed | | | | |")
     continue
   fi
-  r=$(rate "$name")
+  if ! r=$(rate "$name"); then
+    echo "$(gpus "$n"): no rate (log $work/$name.txt)"
+    table+=("| $n | no rate | | | | |")
+    continue
+  fi
   if [ -z "$base" ]; then
     base=$n rbase=$r
     echo "$(gpus "$n"): $r ex/s"
@@ -94,7 +118,7 @@ for n in "${counts[@]}"; do
   sp=$(awk -v a="$rbase" -v b="$r" 'BEGIN { printf "%.3f", b / a }')
   eff=$(awk -v s="$sp" -v n="$n" -v b="$base" 'BEGIN { printf "%.1f", 100 * s / (n / b) }')
   echo "$(gpus "$base"): $rbase ex/s; $(gpus "$n"): $r ex/s; speed-up ${sp}x; scaling efficiency $eff%"
-  ld=$(paste <(losses "${CONFIG}_$base") <(losses "$name") | awk '{ d = $1 - $2; if (d < 0) d = -d; r = d / $1; if (r > m) m = r; k++ }
+  ld=$(paste <(losses "${CONFIG}_$base") <(losses "$name") | awk '{ d = $1 - $2; if (d < 0) d = -d; r = $1 ? d / $1 : d; if (r > m) m = r; k++ }
     END { printf "%d %.3g", k, m }')
   echo "train lm_loss at ${ld% *} log points: largest relative difference ${ld#* } ($(gpus "$base") vs $n)"
   ar=''

@@ -27,7 +27,16 @@ cd "$work"
 common=(cfg=tiny "data_paths=[data]" device=cuda arch.forward_dtype=float32 arch.H_cycles=1 arch.L_cycles=2
         arch.halt_max_steps=2 lr=1e-4 log_interval=1 stop_after_steps="$STEPS" +project_name=dist +run_name=check)
 losses() { grep '"kind":"train"' "$1/metrics.jsonl" | grep -o '"train/lm_loss":[^,}]*' | cut -d: -f2; }
-weights_rel() { "$TRM" inspect --diff "$1" "$2" | awk '$1 ~ /^inner\./ { if ($3 > m) m = $3 } END { printf "%.3g", m }'; }
+# largest relative difference of the inner.* weights; non-zero with a message when nothing was
+# compared (inspect failed, no inner.* row, a value that is not a number); run in $(...), so
+# callers check its status
+weights_rel() {
+  local out
+  out=$("$TRM" inspect --diff "$1" "$2") || { echo "dist_gpu_check.sh: trm inspect --diff $1 $2 failed" >&2; return 1; }
+  awk '$1 ~ /^inner\./ { n++; if ($3 !~ /^[0-9.eE+-]+$/) bad = 1; else if ($3 + 0 > m) m = $3 + 0 }
+       END { if (bad || !n) exit 1; printf "%.3g", m }' <<< "$out" ||
+    { echo "dist_gpu_check.sh: no comparable inner.* weights in trm inspect --diff $1 $2" >&2; return 1; }
+}
 # the NGPU runs keep the 2-GPU names (two, res) when NGPU is 2, as this script's output always had
 multi=two
 [ "$NGPU" = 2 ] || multi=gpus$NGPU
@@ -37,7 +46,8 @@ rm -rf one "$multi" res one_from_multi
 ck=step_$STEPS.safetensors
 paste <(losses one) <(losses "$multi") | awk -v g="$NGPU" '{ d = $1 - $2; if (d < 0) d = -d; r = d / $1; if (r > m) m = r; if (NR <= 10 && r > m10) m10 = r; n++ }
   END { printf "1 vs %d GPUs, %d steps (float32): lm_loss largest relative difference %.3g (first 10 steps %.3g)\n", g, n, m, m10 }'
-echo "weights: largest relative difference $(weights_rel one/"$ck" "$multi/$ck")"
+rel=$(weights_rel one/"$ck" "$multi/$ck") || exit 1
+echo "weights: largest relative difference $rel"
 
 half=$((STEPS / 2))
 "$TRM" pretrain --nproc-per-node "$NGPU" "${common[@]}" checkpoint_path=res stop_after_steps=$half > res1.txt 2>&1 || { cat res1.txt; exit 1; }
@@ -47,7 +57,8 @@ half=$((STEPS / 2))
 # the NGPU run's half-way checkpoint continued on one GPU, against the uninterrupted NGPU run
 mkdir one_from_multi && cp res/step_$half.safetensors res/config.yaml one_from_multi/
 "$TRM" pretrain "${common[@]}" checkpoint_path=one_from_multi resume=auto > one_from_multi.txt 2>&1 || { cat one_from_multi.txt; exit 1; }
-echo "$NGPU-GPU checkpoint of step $half continued on 1 GPU vs the $NGPU-GPU run: weights largest relative difference $(weights_rel one_from_multi/"$ck" "$multi/$ck")"
+rel=$(weights_rel one_from_multi/"$ck" "$multi/$ck") || exit 1
+echo "$NGPU-GPU checkpoint of step $half continued on 1 GPU vs the $NGPU-GPU run: weights largest relative difference $rel"
 
 for dev in cuda cpu; do
   "$TRM" generate --checkpoint "$multi/$ck" --data data --json device=$dev > gen_$dev.json
