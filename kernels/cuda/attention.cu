@@ -372,13 +372,7 @@ __global__ void __launch_bounds__(32 * FA_FWD_WARPS) flash_fwd_kernel(bf16 *out,
 
 /* rows [r0, r0 + nrows) of a bf16 (T, ld) matrix into a swizzled tile; rows past T zero-filled */
 __device__ __forceinline__ void fw_fetch(bf16 *tile, const bf16 *src, size_t ld, int r0, int T, int nrows = FA_T) {
-    uint32_t base = (uint32_t)__cvta_generic_to_shared(tile);
-    for (int i = threadIdx.x; i < nrows * 8; i += blockDim.x) {
-        int r = i >> 3, c = i & 7, ok = r0 + r < T;
-        const bf16 *g = src + (ok ? (size_t)(r0 + r) * ld + c * 8 : 0);
-        uint32_t d = base + r * 128 + ((c ^ (r & 7)) << 4);
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(g), "r"(ok ? 16 : 0));
-    }
+    cp_async_swz(tile, src, ld, r0, nrows, T, 0, FA_D, threadIdx.x, blockDim.x);
 }
 
 /* fp32 C fragments (16 rows × 8J) as the bf16 A fragments of the next product (J/2 k-steps) */
@@ -1099,9 +1093,6 @@ int k_flash_ok(const void *a, const void *b, int hd) {
 
 /* blocks of WG warpgroups (64 rows each) over T rows, for every head and sample */
 static dim3 wg_grid(int T, int WG, int H, int B) { return dim3((unsigned)((T + 64 * WG - 1) / (64 * WG)), (unsigned)H, (unsigned)B); }
-template <typename F> static int smem_limit(F kernel, int bytes) {
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) == cudaSuccess;
-}
 /* three warpgroups (192 keys) a block unless that pads T further than 128-key blocks do (T = 97:
  * 192 against 128 rows; T = 916: 960 against 1024) */
 template <int DQ>
@@ -1117,11 +1108,7 @@ static void fk_launch(cudaStream_t st, bf16 *dqkv, float *dqacc, const bf16 *q, 
 
 int k_flash_wgmma(void) {
 #if defined(TRM_CUDA_SM90A)
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev))
-        return 0;
-    if (major != 9 || minor != 0) return 0;
+    if (!device_sm90()) return 0;
     if (smem_limit(flash_fwd_wg_kernel<FW_WG>, FW_SMEM(FW_WG)) && smem_limit(flash_bwd_q_wg_kernel<FW_WG>, FQ_SMEM(FW_WG)) &&
         smem_limit(flash_bwd_kv_wg_kernel<2, 0>, FK_SMEM(2, 0)) && smem_limit(flash_bwd_kv_wg_kernel<3, 0>, FK_SMEM(3, 0)) &&
         smem_limit(flash_bwd_kv_wg_kernel<2, 1>, FK_SMEM(2, 1)) && smem_limit(flash_bwd_kv_wg_kernel<3, 1>, FK_SMEM(3, 1)))

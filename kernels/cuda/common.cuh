@@ -48,6 +48,18 @@ __device__ __forceinline__ void st16(bf16 *p, const float *f) {
     *reinterpret_cast<uint4 *>(p) = v;
 }
 static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+/* the current device is a Hopper (compute capability 9.0, what the sm_90a kernels need) */
+static inline bool device_sm90(void) {
+    int dev = 0, major = 0, minor = 0;
+    return cudaGetDevice(&dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess && major == 9 &&
+           minor == 0;
+}
+/* raises a kernel's dynamic shared memory limit (past the default 48 KiB); 0 where it cannot */
+template <typename F> static inline int smem_limit(F kernel, size_t bytes) {
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) == cudaSuccess;
+}
 
 /* Runs `launch` with T = float or bf16 as the activation type dt says (a generic lambda). */
 #define ACT_DISPATCH(dt, ...)                                                                      \

@@ -43,6 +43,20 @@ __device__ __forceinline__ void cp_async_rows(bf16 *tile, int tld, const bf16 *s
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(g), "r"(ok ? 16 : 0));
     }
 }
+/* Rows [r0, r0 + nrows) × columns [k0, k0 + 64) of a bf16 matrix (rows ld apart) into a tile in
+ * the 128-byte swizzle the wgmma descriptors name (chunk c of row r at ((c ^ (r & 7)) << 4)), by
+ * the `nthr` threads numbered `tid`; rows at or past `rows` and columns at or past `cols` are
+ * zero-filled. */
+__device__ __forceinline__ void cp_async_swz(bf16 *tile, const bf16 *src, size_t ld, int r0, int nrows, int rows,
+                                             int k0, int cols, int tid, int nthr) {
+    uint32_t base = (uint32_t)__cvta_generic_to_shared(tile);
+    for (int i = tid; i < nrows * 8; i += nthr) {
+        int r = i >> 3, c = i & 7, ok = r0 + r < rows && k0 + c * 8 < cols;
+        const bf16 *g = src + (ok ? (size_t)(r0 + r) * ld + k0 + c * 8 : 0);
+        uint32_t d = base + r * 128 + ((c ^ (r & 7)) << 4);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(g), "r"(ok ? 16 : 0));
+    }
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 

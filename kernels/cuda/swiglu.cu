@@ -210,18 +210,6 @@ __global__ void __launch_bounds__(256) gate_up_swiglu_kernel(bf16 *act, bf16 *gu
 #define GW_SMEM(K) ((size_t)((K) + 63) / 64 * 2 * GW_CHUNK * 2 + (size_t)GW_WG * GW_NS * (GW_CHUNK * 2 + 8) + 1024)
 
 #if defined(TRM_WGMMA)
-/* 64 rows [r0, r0 + 64) × columns [k0, k0 + 64) of a bf16 matrix into a 128-byte-swizzled
- * tile, by the `n` threads numbered `tid`; rows at or past `rows` and columns past K zero */
-__device__ __forceinline__ void gw_fetch(bf16 *tile, const bf16 *src, size_t ld, int r0, int rows, int k0, int K,
-                                         int tid, int n) {
-    uint32_t base = (uint32_t)__cvta_generic_to_shared(tile);
-    for (int i = tid; i < 64 * 8; i += n) {
-        int r = i >> 3, c = i & 7, ok = r0 + r < rows && k0 + c * 8 < K;
-        const bf16 *g = src + (ok ? (size_t)(r0 + r) * ld + k0 + c * 8 : 0);
-        uint32_t d = base + r * 128 + ((c ^ (r & 7)) << 4);
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(g), "r"(ok ? 16 : 0));
-    }
-}
 /* the tensor memory accelerator: a 64 × 64 box of x (tensor map tm, 128-byte swizzle) into a
  * shared tile, counted on an mbarrier that the waiters poll by phase parity */
 __device__ __forceinline__ void mbar_init(uint64_t *bar, int count) {
@@ -240,6 +228,11 @@ __device__ __forceinline__ void tma_load_2d(bf16 *dst, const CUtensorMap *tm, in
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
                  ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(tm), "r"(c0), "r"(c1), "r"(b)
                  : "memory");
+}
+/* chunk n of a warpgroup's x stream (KC chunks a tile; its tiles first, first + stride, ...) */
+__device__ __forceinline__ void gw_load(bf16 *stage, const CUtensorMap *tm, uint64_t *bar, int n, int KC, int first,
+                                        int stride) {
+    tma_load_2d(stage, tm, n % KC * 64, (first + n / KC * stride) * 64, bar, GW_CHUNK * 2);
 }
 __device__ __forceinline__ void gw_bar(int wg) { asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory"); }
 
@@ -313,9 +306,9 @@ __global__ void __launch_bounds__(128 * GW_WG, 1) gate_up_wg_kernel(const __grid
     bf16 *sX = sW + KC * 2 * GW_CHUNK + wg * GW_NS * GW_CHUNK;
     uint64_t *full = (uint64_t *)(sW + KC * 2 * GW_CHUNK + GW_WG * GW_NS * GW_CHUNK) + wg * GW_NS;
     for (int kc = 0; kc < KC; kc++) { /* gate rows, then up rows, of each 64-column chunk */
-        gw_fetch(sW + kc * 2 * GW_CHUNK, w + (size_t)n0 * ldw, ldw, 0, 64, kc * 64, K, threadIdx.x, blockDim.x);
-        gw_fetch(sW + kc * 2 * GW_CHUNK + GW_CHUNK, w + (size_t)(I + n0) * ldw, ldw, 0, 64, kc * 64, K, threadIdx.x,
-                 blockDim.x);
+        cp_async_swz(sW + kc * 2 * GW_CHUNK, w + (size_t)n0 * ldw, ldw, 0, 64, 64, kc * 64, K, threadIdx.x, blockDim.x);
+        cp_async_swz(sW + kc * 2 * GW_CHUNK + GW_CHUNK, w + (size_t)(I + n0) * ldw, ldw, 0, 64, 64, kc * 64, K,
+                     threadIdx.x, blockDim.x);
     }
     cp_async_commit();
     if (tid < GW_NS) mbar_init(full + tid, 1);
@@ -327,14 +320,14 @@ __global__ void __launch_bounds__(128 * GW_WG, 1) gate_up_wg_kernel(const __grid
     __syncthreads(); /* the weights and the barriers */
     if (tid == 0)
         for (int c = 0; c < 2 && c < total; c++)
-            tma_load_2d(sX + c * GW_CHUNK, &tmx, c % KC * 64, (first + c / KC * stride) * 64, full + c, GW_CHUNK * 2);
+            gw_load(sX + c * GW_CHUNK, &tmx, full + c, c, KC, first, stride);
     float d[16][4];
     int kc = 0, tile = first, slot = 0, phase = 0;
     for (int c = 0; c < total; c++) {
         gw_bar(wg); /* every warp done with chunk c - 1, whose stage takes chunk c + 2 */
         if (tid == 0 && c + 2 < total) {
-            int n = c + 2, ns = (slot + 2) % GW_NS;
-            tma_load_2d(sX + ns * GW_CHUNK, &tmx, n % KC * 64, (first + n / KC * stride) * 64, full + ns, GW_CHUNK * 2);
+            int ns = (slot + 2) % GW_NS;
+            gw_load(sX + ns * GW_CHUNK, &tmx, full + ns, c + 2, KC, first, stride);
         }
         mbar_wait(full + slot, phase);
         uint64_t da = wg_desc(sX + slot * GW_CHUNK, 16, 1024), db = wg_desc(sW + kc * 2 * GW_CHUNK, 16, 1024);
@@ -372,14 +365,10 @@ __global__ void __launch_bounds__(128 * GW_WG, 1) gate_up_wg_kernel(const __grid
  * (the runtime hands out driver entry points, so nothing links against libcuda), else NULL */
 void *k_gate_up_wgmma(void) {
 #if defined(TRM_CUDA_SM90A)
-    int dev = 0, major = 0, minor = 0, optin = 0;
     void *fn = NULL;
     cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) || major != 9 || minor != 0 ||
-        (size_t)optin < GW_SMEM(GW_KMAX))
-        goto none;
+    /* the shared memory limit once, for the largest K: every launch fits under it */
+    if (!device_sm90() || !smem_limit(gate_up_wg_kernel, GW_SMEM(GW_KMAX))) goto none;
 #if CUDART_VERSION >= 12050
     if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) != cudaSuccess)
         goto none;
@@ -434,13 +423,8 @@ int k_gate_up_swiglu(cudaStream_t st, void *tma_encode, void *act, void *gu, con
 #if defined(TRM_CUDA_SM90A)
     CUtensorMap tmx;
     if (tma_encode && K > GU_KMAX && K <= GW_KMAX && I % 64 == 0 && gw_tensor_map(&tmx, tma_encode, x, ldx, rows, K)) {
-        size_t smem = GW_SMEM(K);
-        if (cudaFuncSetAttribute(gate_up_wg_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess) {
-            cudaGetLastError();
-            return 0;
-        }
         int slices = I / 64, parts = gw_parts(slices, (rows + 63) / 64);
-        gate_up_wg_kernel<<<slices * parts, 128 * GW_WG, smem, st>>>(tmx, (bf16 *)act, (bf16 *)gu, (const bf16 *)w, ldw,
+        gate_up_wg_kernel<<<slices * parts, 128 * GW_WG, GW_SMEM(K), st>>>(tmx, (bf16 *)act, (bf16 *)gu, (const bf16 *)w, ldw,
                                                                      rows, I, K, parts);
         return 1;
     }
@@ -449,7 +433,7 @@ int k_gate_up_swiglu(cudaStream_t st, void *tma_encode, void *act, void *gu, con
 #endif
     if (K > GU_KMAX) return 0;
     size_t smem = (size_t)(GU_BM + 2 * GU_BN) * GU_LD * sizeof(bf16); /* 68 KiB: past the default 48 */
-    if (cudaFuncSetAttribute(gate_up_swiglu_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess) {
+    if (!smem_limit(gate_up_swiglu_kernel, smem)) {
         cudaGetLastError();
         return 0;
     }
