@@ -62,6 +62,12 @@ static int opt_int(const cfg_node *root, const char *key, int64_t *out, int64_t 
     return cfg_get_int(root, key, out, e);
 }
 
+static int opt_bool(const cfg_node *root, const char *key, int *out, int dflt, trm_err *e) {
+    *out = dflt;
+    if (!cfg_get(root, key) || cfg_get(root, key)->type == CFG_NULL) return 0;
+    return cfg_get_bool(root, key, out, e);
+}
+
 const char *const trm_output_names[TRM_NOUTS] = {"inputs", "labels", "puzzle_identifiers", "logits",
                                                  "q_halt_logits", "q_continue_logits", "preds"};
 
@@ -151,9 +157,7 @@ int trm_run_config_read(trm_run_config *rc, const cfg_node *root, trm_err *e) {
     if (opt_int(root, "stop_after_steps", &rc->stop_after_steps, 0, e)) return -1;
     if (trm_arch_read_config(root, &rc->arch, &rc->arch_name, e)) return -1;
     /* optional: configs written before the key existed leave it off */
-    if (cfg_get(root, "recompute") && cfg_get(root, "recompute")->type != CFG_NULL &&
-        cfg_get_bool(root, "recompute", &rc->arch.recompute, e))
-        return -1;
+    if (opt_bool(root, "recompute", &rc->arch.recompute, 0, e)) return -1;
     if (check_loss_class(root, e)) return -1;
 
     if (rc->global_batch_size < 1) return trm_errf(e, "global_batch_size must be >= 1 (got %lld)", (long long)rc->global_batch_size);
