@@ -7,7 +7,7 @@
 #   sudoku_att  seq 81, vocab 11, attention + RoPE,   L_cycles 6, batch 768
 #   maze_att    seq 900, vocab 6, attention + RoPE,   L_cycles 4, batch 192
 # usage: bench/gpu.sh [TRM_BINARY] [CONFIG...]   env: STEPS (20), WARMUP (5), DTYPE (bfloat16),
-#        COMPILE ("true false")
+#        COMPILE ("true false"), EXTRA (more overrides for every config, e.g. recompute=true)
 set -euo pipefail
 TRM=${1:-build/trm}
 shift || true
@@ -24,7 +24,7 @@ command -v nvidia-smi >/dev/null && echo "# $(nvidia-smi --query-gpu=name,memory
 for name in "${CONFIGS[@]}"; do
   for c in ${COMPILE:-true false}; do
     # shellcheck disable=SC2086
-    out=$("$TRM" bench "${common[@]}" compile=$c ${args[$name]} --num-ids 1 \
+    out=$("$TRM" bench "${common[@]}" compile=$c ${args[$name]} ${EXTRA:-} --num-ids 1 \
           --steps "${STEPS:-20}" --warmup "${WARMUP:-5}" --json)
     echo "{\"config\": \"$name\", ${out#\{}"
   done

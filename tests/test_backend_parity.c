@@ -1311,15 +1311,16 @@ START_TEST(test_gate_up_swiglu) {
         printf("test_backend_parity: %s has no fused gate/up + SwiGLU\n", p.dev->name);
     } else if (bf16_acts(&p)) {
         tr_rng r = {23};
-        /* the last five reach Hopper's kernel (K > 128, I a multiple of 64): rows past a tile, K
-         * not a multiple of its 64-column chunks, one row (a 64-row box over a 1-row tensor), and
-         * 40000 rows: one column slice split into as many blocks as SMs, so warpgroups run two
-         * tiles (the copies of the next tile's chunks during a tile's epilogue, the phases carried
-         * across tiles) */
+        /* on Hopper every case with I a multiple of 64 runs its kernel, elsewhere those with
+         * K ≤ 128 run the short one: rows past a tile, K not a multiple of the 64-column chunks,
+         * one row (a 64-row box over a 1-row tensor), and 40000 or 30000 rows: one column slice
+         * split into as many blocks as SMs, so warpgroups run several tiles (the copies of the
+         * next tile's chunks during a tile's epilogue, the phases carried across tiles), the
+         * last with mlp_t's token-mixer K (two chunks a tile, the second partly past K) */
         int cases[][5] = {{300, 96, 104, 104, 104}, {128, 64, 16, 24, 16}, {77, 512, 104, 112, 104}, {1, 8, 8, 8, 8},
                           {333, 128, 512, 520, 520}, {70, 64, 200, 208, 200}, {1000, 192, 136, 136, 144},
-                          {1, 64, 136, 136, 136}, {40000, 64, 200, 200, 200}};
-        for (int k = 0; k < 18; k++) {
+                          {1, 64, 136, 136, 136}, {40000, 64, 200, 200, 200}, {30000, 128, 104, 104, 104}};
+        for (int k = 0; k < 2 * (int)(sizeof cases / sizeof cases[0]); k++) {
             int rows = cases[k / 2][0], I = cases[k / 2][1], K = cases[k / 2][2], ldx = cases[k / 2][3];
             int ldw = cases[k / 2][4], keep = k % 2;
             size_t nx = (size_t)rows * ldx, nw = (size_t)2 * I * ldw, na = (size_t)rows * I, ng = 2 * na;

@@ -99,7 +99,7 @@ void k_swiglu_bwd(cudaStream_t st, int dt, void *dgu, void *out, const void *dou
 }
 
 /* ---- gate/up product and SwiGLU in one kernel, for short products (K ≤ 128: mlp_t's token
- * mixer, K = Tp) --------------------------------------------------------------------------
+ * mixer, K = Tp) where Hopper's kernel below does not run -----------------------------------
  * act (rows × I) = silu(x·W_gᵀ)·(x·W_uᵀ) with W = [W_g; W_u] (2I × K), bf16 activations and
  * weights, fp32 sums on tensor cores (mma.sync m16n8k16). The (rows × 2I) product never
  * reaches memory unless the backward needs it (keep_gu). A block owns 128 rows and 64 output
@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(256) gate_up_swiglu_kernel(bf16 *act, bf16 *gu
     }
 }
 
-/* ---- the same on Hopper for longer products (K ≤ 512: the channel MLP, K = hidden) ----------
+/* ---- the same on Hopper for every K ≤ 512 (the channel MLP, K = hidden; the token mixer) ------
  * A block keeps the weight rows of its 64 output columns (64 gate + 64 up rows × K, 128 KiB at
  * K = 512) in shared memory for its whole life and streams x past them: each of its 4
  * warpgroups runs its own 64-row tiles (m64n128k16 wgmma, both operands from shared memory,
@@ -201,7 +201,9 @@ __global__ void __launch_bounds__(256) gate_up_swiglu_kernel(bf16 *act, bf16 *gu
  * the same time. Maze call (175872 rows, I = 1536, H100, real clocks): 1.03 ms, 1.15 writing gu
  * too, against cuBLASLt's 0.82 + SwiGLU's 0.53. Tried: cp.async copies by every thread instead
  * of TMA (load-bound: ~1.5 ms), the fragments stored straight from registers (4-byte pieces of
- * 32-byte sectors: 0.96 ms, but 2.35 writing gu). */
+ * 32-byte sectors: 0.96 ms, but 2.35 writing gu). It also beats the short kernel above on
+ * mlp_t's token mixer (K = 104: sudoku_mlp 142 → 129 ms a step), whose blocks load, multiply
+ * and store one tile each without overlapping the three. */
 #define GW_WG 4
 #define GW_NS 3
 #define GW_KMAX 512
@@ -422,7 +424,7 @@ int k_gate_up_swiglu(cudaStream_t st, void *tma_encode, void *act, void *gu, con
         return 0;
 #if defined(TRM_CUDA_SM90A)
     CUtensorMap tmx;
-    if (tma_encode && K > GU_KMAX && K <= GW_KMAX && I % 64 == 0 && gw_tensor_map(&tmx, tma_encode, x, ldx, rows, K)) {
+    if (tma_encode && K <= GW_KMAX && I % 64 == 0 && gw_tensor_map(&tmx, tma_encode, x, ldx, rows, K)) {
         int slices = I / 64, parts = gw_parts(slices, (rows + 63) / 64);
         gate_up_wg_kernel<<<slices * parts, 128 * GW_WG, GW_SMEM(K), st>>>(tmx, (bf16 *)act, (bf16 *)gu, (const bf16 *)w, ldw,
                                                                      rows, I, K, parts);
