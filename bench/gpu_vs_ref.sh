@@ -2,7 +2,9 @@
 # trm beside the reference on one GPU, in one call (issue 12): bench/gpu.sh's three configs with
 # compile on and off, the reference's throughput harness with torch.compile on the same shapes
 # (../shared/anchors/README.md says how to bring .ref), then trm's compiled runs again to bracket
-# any drift of the machine. Prints a table: ms/step, examples/s, device memory, trm / reference.
+# any drift of the machine, and once more with recompute=gate_up (the MLPs' gate/up products
+# recomputed in the backward: the memory-saving setting). Prints a table: ms/step, device
+# memory, reference / trm.
 # usage: bench/gpu_vs_ref.sh TRM_BINARY REF_DIR   env: STEPS (10), WARMUP (3), CONFIGS
 set -uo pipefail
 TRM=${1:-build/trm}
@@ -20,16 +22,21 @@ for c in $CONFIGS; do
     tail -3 $out/ref_$c.err
 done
 STEPS=$S WARMUP=$W COMPILE=true bash "$(dirname "$0")/gpu.sh" "$TRM" $CONFIGS >$out/trm2.jsonl 2>$out/trm2.err
+STEPS=$S WARMUP=$W COMPILE=true EXTRA=recompute=gate_up bash "$(dirname "$0")/gpu.sh" "$TRM" $CONFIGS \
+  >$out/trm3.jsonl 2>$out/trm3.err
 head -1 $out/trm1.jsonl
-printf "%-11s %10s %10s %10s %10s %8s %9s %9s\n" config "trm c=on" "again" "c=off" "reference" "ref/trm" "trm GiB" "ref GiB"
+printf "%-11s %10s %10s %10s %10s %8s %9s %9s %10s %9s\n" config "trm c=on" "again" "c=off" "reference" "ref/trm" \
+  "trm GiB" "ref GiB" "gate_up ms" "gate_up GiB"
 for c in $CONFIGS; do
   grep "\"$c\".*\"compile\": true" $out/trm1.jsonl >$out/a.json
   grep "\"$c\".*\"compile\": false" $out/trm1.jsonl >$out/b.json
   grep "\"$c\"" $out/trm2.jsonl >$out/c.json
+  grep "\"$c\"" $out/trm3.jsonl >$out/d.json
   t1=$(field $out/a.json ms_per_step_median) t2=$(field $out/c.json ms_per_step_median)
   t0=$(field $out/b.json ms_per_step_median) mem=$(field $out/a.json device_mem_gib)
   r=$(field $out/ref_$c.json step_ms_median) rm_=$(field $out/ref_$c.json peak_mem_gb)
   ratio=$(python3 -c "print(f'{$r / max($t1, $t2):.3f}')" 2>/dev/null)
-  printf "%-11s %10s %10s %10s %10s %8s %9s %9s\n" "$c" "$t1" "$t2" "$t0" "$r" "${ratio}x" "$mem" "$rm_"
+  printf "%-11s %10s %10s %10s %10s %8s %9s %9s %10s %9s\n" "$c" "$t1" "$t2" "$t0" "$r" "${ratio}x" "$mem" "$rm_" \
+    "$(field $out/d.json ms_per_step_median)" "$(field $out/d.json device_mem_gib)"
 done
-echo "raw:"; cat $out/ref_*.json; cat $out/trm1.jsonl
+echo "raw:"; cat $out/ref_*.json; cat $out/trm1.jsonl $out/trm3.jsonl

@@ -1370,6 +1370,64 @@ START_TEST(test_gate_up_swiglu) {
 }
 END_TEST
 
+/* recompute=gate_up's fused backward: dgu and act from dact with x·Wᵀ computed again, against
+ * gemm + swiglu_bwd on the reference. Hopper takes every case (I a multiple of 64); other
+ * devices may decline them all. Cases: rows past a tile, mlp_t's K = 104 over several tiles a
+ * warpgroup, K = 512 (the channel MLP's: the largest shared memory), strided x and W, one row. */
+START_TEST(test_gate_up_swiglu_bwd) {
+    pair p = open_pair();
+    if (!p.dev->gate_up_swiglu_bwd) {
+        printf("test_backend_parity: %s has no fused gate/up + SwiGLU backward\n", p.dev->name);
+    } else if (bf16_acts(&p)) {
+        tr_rng r = {29};
+        int cases[][5] = {{300, 64, 104, 104, 104}, {30000, 128, 104, 104, 104}, {333, 128, 512, 520, 520},
+                          {1000, 192, 136, 136, 144}, {1, 64, 200, 208, 200}};
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            int rows = cases[k][0], I = cases[k][1], K = cases[k][2], ldx = cases[k][3], ldw = cases[k][4];
+            size_t nx = (size_t)rows * ldx, nw = (size_t)2 * I * ldw, na = (size_t)rows * I, ng = 2 * na;
+            float *x = frand(&r, nx, -1, 1), *w = frand(&r, nw, -0.3, 0.3), *d = frand(&r, na, -1, 1);
+            round_bf16(x, nx), round_bf16(w, nw), round_bf16(d, na);
+            float *gref = malloc(ng * sizeof(float)), *aref = malloc(na * sizeof(float));
+            dmem mr = {.b = p.ref};
+            void *gu = nan_act(&mr, ng), *dg = nan_act(&mr, ng), *da = nan_act(&mr, na);
+            p.ref->gemm(p.ref, TR_F32x3, 0, 1, rows, 2 * I, K, 1.0f, upa(&mr, x, nx), ldx, 0, upa(&mr, w, nw), ldw, 0,
+                        0.0f, gu, 2 * I, 0, 1);
+            p.ref->swiglu_bwd(p.ref, dg, da, upa(&mr, d, na), gu, rows, I);
+            downa(&mr, gref, dg, ng), downa(&mr, aref, da, na);
+            dm_free(&mr);
+            float *gdev = malloc(ng * sizeof(float)), *adev = malloc(na * sizeof(float));
+            dmem md = {.b = p.dev};
+            void *eg = nan_act(&md, ng), *ea = nan_act(&md, na);
+            int done = p.dev->gate_up_swiglu_bwd(p.dev, eg, ea, upa(&md, d, na), upa(&md, x, nx), ldx,
+                                                 upa(&md, w, nw), ldw, TRM_BF16, rows, I, K);
+            ck_assert_msg(done || !expect_hopper(), "gate_up_swiglu_bwd did not take rows %d I %d K %d", rows, I, K);
+            if (done) {
+                downa(&md, gdev, eg, ng), downa(&md, adev, ea, na);
+                char what[96];
+                snprintf(what, sizeof what, "gate_up_swiglu_bwd rows=%d I=%d K=%d", rows, I, K);
+                expect_rel(what, adev, aref, na, TOL_ACT16);
+                expect_rel(what, gdev, gref, ng, TOL_ACT16);
+            }
+            dm_free(&md);
+            free(x), free(w), free(d), free(gref), free(aref), free(gdev), free(adev);
+        }
+        /* I not a multiple of 64: declined, nothing written */
+        dmem md = {.b = p.dev};
+        float *x = frand(&r, 16 * 104, -1, 1), *w = frand(&r, 2 * 96 * 104, -1, 1), *d = frand(&r, 16 * 96, -1, 1);
+        float *g = malloc(16 * 192 * sizeof(float));
+        void *eg = nan_act(&md, 16 * 192);
+        ck_assert(!p.dev->gate_up_swiglu_bwd(p.dev, eg, nan_act(&md, 16 * 96), upa(&md, d, 16 * 96),
+                                             upa(&md, x, 16 * 104), 104, upa(&md, w, 2 * 96 * 104), 104, TRM_BF16, 16,
+                                             96, 104));
+        downa(&md, g, eg, 16 * 192);
+        for (int i = 0; i < 16 * 192; i++) ck_assert(isnan(g[i]));
+        dm_free(&md);
+        free(x), free(w), free(d), free(g);
+    }
+    close_pair(&p);
+}
+END_TEST
+
 /* ---- every op on activations again, the device in bf16-activation mode --------------------- */
 
 START_TEST(test_bf16_elementwise) {
@@ -1435,6 +1493,7 @@ static Suite *parity_suite(void) {
     tcase_add_test(t16, test_attention_bf16);
     tcase_add_test(t16, test_bf16_embed_act_reset);
     tcase_add_test(t16, test_gate_up_swiglu);
+    tcase_add_test(t16, test_gate_up_swiglu_bwd);
     suite_add_tcase(s, t16);
     return s;
 }

@@ -362,7 +362,7 @@ START_TEST(test_reference_defaults) {
     ck_assert_int_eq(get_bool(n, "arch.mlp_t"), 0);
     ck_assert_int_eq(get_bool(n, "arch.no_ACT_continue"), 1);
     ck_assert_str_eq(cfg_get(n, "arch")->file, "configs/arch/trm.yaml");
-    ck_assert_int_eq(get_bool(n, "recompute"), 0);
+    ck_assert_str_eq(get_str(n, "recompute"), "none");
     ck_assert_str_eq(n->items[n->n - 1]->key, "recompute"); /* trm's own keys come last */
     cfg_free(n);
 }

@@ -145,6 +145,12 @@ struct trm_backend {
      * the caller then runs gemm and swiglu_fwd. */
     int (*gate_up_swiglu)(trm_backend *b, void *act, void *gu, const void *x, int ldx, const void *W, int ldw,
                           int wdt, int rows, int I, int K);
+    /* Optional: swiglu_bwd (out = act) with gu computed again as x·Wᵀ inside the pass instead of
+     * read (recompute=gate_up); arguments as gate_up_swiglu's. Returns 0, having done nothing,
+     * where it does not fuse this shape; the caller then runs gate_up_swiglu (or gemm) with gu and
+     * swiglu_bwd. */
+    int (*gate_up_swiglu_bwd)(trm_backend *b, void *dgu, void *act, const void *dact, const void *x, int ldx,
+                              const void *W, int ldw, int wdt, int rows, int I, int K);
     /* qkv: (B,T,3H,hd); rotates q and k heads in place with fp32 cos/sin tables (T×hd). */
     void (*rope_fwd)(trm_backend *b, void *qkv, const float *cos, const float *sin, int B, int T,
                      int H, int hd);

@@ -8,7 +8,7 @@
 
 #define OPS(X)                                                                                  \
     X(gemm) X(add) X(axpy) X(transpose) X(rmsnorm_fwd) X(rmsnorm_bwd) X(swiglu_fwd)            \
-    X(swiglu_bwd) X(gate_up_swiglu) X(rope_fwd) X(rope_bwd) X(attention_fwd) X(attention_bwd) X(bias_fwd)        \
+    X(swiglu_bwd) X(gate_up_swiglu) X(gate_up_swiglu_bwd) X(rope_fwd) X(rope_bwd) X(attention_fwd) X(attention_bwd) X(bias_fwd)        \
     X(bias_bwd) X(embed_fwd) X(embed_bwd) X(loss_head) X(act_reset) X(act_update) X(q_target)  \
     X(adam_atan2) X(sign_sgd_sparse) X(ema) X(convert) X(copy) X(zero) X(to_device) X(to_host) X(allreduce_sum) X(allgather)
 
@@ -73,6 +73,13 @@ static int w_gate_up_swiglu(trm_backend *b, void *act, void *gu, const void *x, 
     double t0 = trm_now_seconds();
     int done_here = P(b)->inner->gate_up_swiglu(P(b)->inner, act, gu, x, ldx, W, ldw, wdt, rows, I, K);
     if (done_here) done(b, OP_gate_up_swiglu, t0);
+    return done_here;
+}
+static int w_gate_up_swiglu_bwd(trm_backend *b, void *dgu, void *act, const void *dact, const void *x, int ldx,
+                                const void *W, int ldw, int wdt, int rows, int I, int K) {
+    double t0 = trm_now_seconds();
+    int done_here = P(b)->inner->gate_up_swiglu_bwd(P(b)->inner, dgu, act, dact, x, ldx, W, ldw, wdt, rows, I, K);
+    if (done_here) done(b, OP_gate_up_swiglu_bwd, t0);
     return done_here;
 }
 WRAP(rope_fwd, (trm_backend * b, void *q, const float *c, const float *s, int B, int T, int H, int hd),
@@ -171,5 +178,6 @@ trm_backend *trm_profile_wrap(trm_backend *inner) {
     if (!inner->allgather) b->allgather = NULL;
     if (!inner->convert) b->convert = NULL;
     if (!inner->gate_up_swiglu) b->gate_up_swiglu = NULL;
+    if (!inner->gate_up_swiglu_bwd) b->gate_up_swiglu_bwd = NULL;
     return b;
 }

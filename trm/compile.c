@@ -71,13 +71,24 @@ void trm_plan_step(trm_plan *p, const trm_step_opts *o) {
     be->graph_launch(be, s->graph);
 }
 
+/* what the recompute key leaves out of the saved recursion passes */
+static const char *recompute_note(const trm_model *m) {
+    switch (m->cfg.recompute) {
+    case TRM_RECOMPUTE_ALL: return " kept as inputs and outputs, their blocks recomputed in the backward";
+    case TRM_RECOMPUTE_GATE_UP: return ", their gate/up products recomputed in the backward";
+    default: return "";
+    }
+}
+
 void trm_plan_report(trm_plan *p, FILE *f) {
     if (p->reported) return;
     trm_model *m = p->m;
     if (!p->enabled) {
-        fprintf(f, "compile: off (%s): each step issues its ops one by one; activation arena %.3g GiB\n",
+        fprintf(f,
+                "compile: off (%s): each step issues its ops one by one; activation arena %.3g GiB "
+                "(%d saved recursion passes%s)\n",
                 m->be->capture_begin ? "compile=false or DISABLE_COMPILE=1" : "the backend cannot capture",
-                m->act_bytes / 1073741824.0);
+                m->act_bytes / 1073741824.0, m->saved_count, recompute_note(m));
         p->reported = 1;
         return;
     }
@@ -96,7 +107,7 @@ void trm_plan_report(trm_plan *p, FILE *f) {
             "the logits, AdamATan2 in one pass over all weights.\n",
             s->training ? "training" : "evaluation", s->nodes, s->capture_ms, s->nodes,
             m->act_bytes / 1073741824.0, m->saved_count,
-            m->cfg.recompute ? " kept as inputs and outputs, their blocks recomputed in the backward" : "",
+            recompute_note(m),
             m->act_dt == TRM_BF16 ? "bf16" : "fp32",
             m->be->tune_gemms && m->act_dt == TRM_BF16 ? "; bf16 GEMM algorithms chosen by timing in the first step" : "");
     p->reported = 1;

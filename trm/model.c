@@ -235,13 +235,20 @@ static void *arena_take(arena *a, size_t n, size_t esz) {
 
 /* The SwiGLU outputs (act, actt) live only between their activation and the next GEMM, so every
  * block shares one buffer for each and the backward recomputes them from the saved gate/up
- * values: an elementwise pass instead of (L_cycles + 1)·L_layers stored copies. */
-static void carve_block(trm_model *m, arena *a, trm_block_acts *k, void *act, void *actt) {
+ * values: an elementwise pass instead of (L_cycles + 1)·L_layers stored copies. With
+ * recompute=gate_up the gate/up values (gu, gut) are shared the same way: the backward
+ * recomputes them from the block's kept inputs just before their one reader. */
+typedef struct {
+    void *act, *actt, *gu, *gut;
+    int share_gu; /* gu, gut are shared (the arena's dry pass hands out NULL pointers) */
+} shared_bufs;
+
+static void carve_block(trm_model *m, arena *a, trm_block_acts *k, const shared_bufs *sh) {
     size_t R = (size_t)m->B * m->T, RT = (size_t)m->B * m->D, e = m->esz, f = sizeof(float);
     if (m->cfg.mlp_t) {
         k->inT = arena_take(a, RT * m->Tp, e);
-        k->gut = arena_take(a, RT * 2 * m->It, e);
-        k->actt = actt;
+        k->gut = sh->share_gu ? sh->gut : arena_take(a, RT * 2 * m->It, e);
+        k->actt = sh->actt;
         k->y1T = arena_take(a, RT * m->Tp, e);
         k->rstd1 = arena_take(a, RT, f);
     } else {
@@ -251,31 +258,36 @@ static void carve_block(trm_model *m, arena *a, trm_block_acts *k, void *act, vo
         k->rstd1 = arena_take(a, R, f);
     }
     k->y1 = arena_take(a, R * m->D, e);
-    k->gu = arena_take(a, R * 2 * m->I, e);
-    k->act = act;
+    k->gu = sh->share_gu ? sh->gu : arena_take(a, R * 2 * m->I, e);
+    k->act = sh->act;
     k->y2 = arena_take(a, R * m->D, e);
     k->rstd2 = arena_take(a, R, f);
 }
 
 static void carve_acts(trm_model *m, arena *a) {
-    size_t R = (size_t)m->B * m->T;
-    void *act = arena_take(a, R * m->I, m->esz);
-    void *actt = m->cfg.mlp_t ? arena_take(a, (size_t)m->B * m->D * m->It, m->esz) : NULL;
+    size_t R = (size_t)m->B * m->T, RT = (size_t)m->B * m->D;
+    shared_bufs sh = {.act = arena_take(a, R * m->I, m->esz)};
+    if (m->cfg.mlp_t) sh.actt = arena_take(a, RT * m->It, m->esz);
+    if (m->cfg.recompute == TRM_RECOMPUTE_GATE_UP) {
+        sh.share_gu = 1;
+        sh.gu = arena_take(a, R * 2 * m->I, m->esz);
+        if (m->cfg.mlp_t) sh.gut = arena_take(a, RT * 2 * m->It, m->esz);
+    }
     int layers = m->level_layers[0] > m->level_layers[1] ? m->level_layers[0] : m->level_layers[1];
     trm_block_acts shared[TRM_MAX_LAYERS];
-    if (m->cfg.recompute && m->saved_count)
-        for (int l = 0; l < layers; l++) carve_block(m, a, &shared[l], act, actt);
+    if (m->cfg.recompute == TRM_RECOMPUTE_ALL && m->saved_count)
+        for (int l = 0; l < layers; l++) carve_block(m, a, &shared[l], &sh);
     for (int c = 0; c < m->saved_count; c++) {
         m->saved[c].x0 = arena_take(a, R * m->D, m->esz);
-        if (m->cfg.recompute) {
+        if (m->cfg.recompute == TRM_RECOMPUTE_ALL) {
             m->saved[c].out = arena_take(a, R * m->D, m->esz);
             memcpy(m->saved[c].blk, shared, (size_t)layers * sizeof shared[0]);
             continue;
         }
-        for (int l = 0; l < layers; l++) carve_block(m, a, &m->saved[c].blk[l], act, actt);
+        for (int l = 0; l < layers; l++) carve_block(m, a, &m->saved[c].blk[l], &sh);
     }
     m->scratch->x0 = arena_take(a, R * m->D, m->esz);
-    for (int l = 0; l < 2; l++) carve_block(m, a, &m->scratch->blk[l], act, actt);
+    for (int l = 0; l < 2; l++) carve_block(m, a, &m->scratch->blk[l], &sh);
 }
 
 /* The GEMMs' view of the weights (m->wg_off, wg_ld): fp32 weights are read where they are; a
@@ -703,6 +715,25 @@ static void gate_up_fwd(trm_model *m, void *act, void *gu, int keep, const void 
     be->swiglu_fwd(be, act, gu, rows, I);
 }
 
+/* a saved call's gate/up product is kept for the backward unless recompute=gate_up has the
+ * backward compute it again */
+static int keep_gu(const trm_model *m, int save) { return save && m->cfg.recompute != TRM_RECOMPUTE_GATE_UP; }
+
+/* dgu and act (the SwiGLU output again, for the down weight's gradient) from dact. With
+ * recompute=gate_up the product gu comes again from the kept input x through the forward's own
+ * call (the same bits), or inside the backend's fused pass where it has one. */
+static void swiglu_bwd_of(trm_model *m, void *dgu, void *act, const void *dact, void *gu, const void *x, int ldx,
+                          int idx, int rows, int I, int K) {
+    trm_backend *be = m->be;
+    if (m->cfg.recompute == TRM_RECOMPUTE_GATE_UP) {
+        if (be->gate_up_swiglu_bwd && be->gate_up_swiglu_bwd(be, dgu, act, dact, x, ldx, W_(m, m->wcur, idx),
+                                                             WLD(m, idx), m->wdt, rows, I, K))
+            return;
+        gate_up_fwd(m, act, gu, 1, x, ldx, m->wcur, idx, rows, I, K);
+    }
+    be->swiglu_bwd(be, dgu, act, dact, gu, rows, I);
+}
+
 static void mixer_attn_fwd(trm_model *m, const void *w, int l, trm_block_acts *k) {
     trm_backend *be = m->be;
     int R = m->B * m->T, D = m->D, A = m->A;
@@ -737,7 +768,7 @@ static void mixer_mlpt_fwd(trm_model *m, const void *w, int l, trm_block_acts *k
     trm_backend *be = m->be;
     int RT = m->B * m->D, T = m->T, Tp = m->Tp, gu = m->p_layer[l][0], dn = m->p_layer[l][1];
     be->transpose(be, k->inT, Tp, k->in, m->D, m->B, T, m->D);
-    gate_up_fwd(m, k->actt, k->gut, save, k->inT, Tp, w, gu, RT, m->It, Tp);
+    gate_up_fwd(m, k->actt, k->gut, keep_gu(m, save), k->inT, Tp, w, gu, RT, m->It, Tp);
     be->gemm(be, dt_awa(m), 0, 1, RT, Tp, m->It, 1.0f, k->actt, m->It, 0, W_(m, w, dn), WLD(m, dn), 0, 0.0f,
              m->tmp_rows, Tp, 0, 1);
     be->rmsnorm_fwd(be, k->y1T, k->rstd1, k->inT, m->tmp_rows, RT, T, Tp, (float)m->cfg.rms_norm_eps);
@@ -755,7 +786,7 @@ static void mixer_mlpt_bwd(trm_model *m, int l, trm_block_acts *k, const void *d
      * dW += w2ᵀ·actt over the T real columns */
     be->gemm(be, dt_awa(m), 0, 0, RT, m->It, Tp, 1.0f, w2, Tp, 0, W_(m, w, dn), WLD(m, dn), 0, 0.0f, big2, m->It,
              0, 1);
-    be->swiglu_bwd(be, big1, k->actt, big2, k->gut, RT, m->It);
+    swiglu_bwd_of(m, big1, k->actt, big2, k->gut, k->inT, Tp, gu, RT, m->It, Tp);
     be->gemm(be, dt_aaf(m), 1, 0, T, m->It, RT, 1.0f, w2, Tp, 0, k->actt, m->It, 0, 1.0f, G_(m, dn), m->It, 0, 1);
     /* gate/up: dW += dgutᵀ·inT; d(inT) = w2 + dgut·W, built in w2 */
     be->gemm(be, dt_aaf(m), 1, 0, 2 * m->It, T, RT, 1.0f, big1, 2 * m->It, 0, k->inT, Tp, 0, 1.0f, G_(m, gu), T, 0, 1);
@@ -772,7 +803,7 @@ static void block_fwd(trm_model *m, const void *w, int l, trm_block_acts *k, int
         mixer_mlpt_fwd(m, w, l, k, save);
     else
         mixer_attn_fwd(m, w, l, k);
-    gate_up_fwd(m, k->act, k->gu, save, k->y1, D, w, m->p_layer[l][2], R, m->I, D);
+    gate_up_fwd(m, k->act, k->gu, keep_gu(m, save), k->y1, D, w, m->p_layer[l][2], R, m->I, D);
     linear_fwd(m, m->tmp_rows, k->act, w, m->p_layer[l][3], R, m->I, D);
     be->rmsnorm_fwd(be, k->y2, k->rstd2, k->y1, m->tmp_rows, R, D, D, (float)m->cfg.rms_norm_eps);
 }
@@ -789,7 +820,7 @@ static void block_bwd(trm_model *m, int l, trm_block_acts *k, void *d) {
     /* down: dact first; the SwiGLU gradient recomputes act (a shared buffer) in its pass, for
      * the weight gradient after it */
     linear_bwd_x(m, big2, m->p_layer[l][3], dx2, R, m->I, D, 0);
-    be->swiglu_bwd(be, big1, k->act, big2, k->gu, R, m->I);
+    swiglu_bwd_of(m, big1, k->act, big2, k->gu, k->y1, D, m->p_layer[l][2], R, m->I, D);
     linear_bwd_w(m, m->p_layer[l][3], dx2, k->act, R, m->I, D);
     /* dy1 = dx2 + dgu·Wgu, built in dx2 */
     linear_bwd(m, dx2, m->p_layer[l][2], big1, k->y1, R, D, 2 * m->I, 1);

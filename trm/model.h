@@ -37,9 +37,16 @@ typedef struct trm_model_config {
     int loss_type;           /* TRM_LOSS_* */
     double rms_norm_eps, rope_theta;
     int inference_only;      /* allocate nothing for gradients/optimiser/saved activations */
-    int recompute;           /* keep only each saved Net call's input and output: the backward runs the
-                              * call's blocks again (one set of block activations instead of one a call) */
+    int recompute;           /* TRM_RECOMPUTE_*: what of the saved Net calls the backward computes again */
 } trm_model_config;
+
+/* recompute: none keeps every saved call's activations; gate_up keeps all but the MLPs' gate/up
+ * products (2·I wide, most of a block's bytes), which the backward recomputes from the kept
+ * inputs (one more gate/up product a saved block); all keeps only each saved call's input and
+ * output and runs the call's blocks again (one set of block activations instead of one a call) */
+#define TRM_RECOMPUTE_NONE 0
+#define TRM_RECOMPUTE_GATE_UP 1
+#define TRM_RECOMPUTE_ALL 2
 
 /* One named slice of a flat parameter buffer. */
 typedef struct {

@@ -56,16 +56,25 @@ static int read_compile(const cfg_node *root, int *out, trm_err *e) {
     return trm_errf(e, "compile: expected auto, true or false");
 }
 
+/* recompute: none, gate_up or all; false and true (the key's first form) mean none and all */
+static int read_recompute(const cfg_node *root, int *out, trm_err *e) {
+    const cfg_node *n = cfg_get(root, "recompute");
+    *out = TRM_RECOMPUTE_NONE;
+    if (!n || n->type == CFG_NULL) return 0;
+    if (n->type == CFG_BOOL) return *out = n->b ? TRM_RECOMPUTE_ALL : TRM_RECOMPUTE_NONE, 0;
+    if (n->type == CFG_STR) {
+        if (!strcasecmp(n->s, "none") || !strcasecmp(n->s, "false")) return 0;
+        if (!strcasecmp(n->s, "gate_up")) return *out = TRM_RECOMPUTE_GATE_UP, 0;
+        if (!strcasecmp(n->s, "all") || !strcasecmp(n->s, "true")) return *out = TRM_RECOMPUTE_ALL, 0;
+        return trm_errf(e, "recompute: expected none, gate_up or all (or false / true), got '%s'", n->s);
+    }
+    return trm_errf(e, "recompute: expected none, gate_up or all (or false / true), got %s", cfg_type_name(n->type));
+}
+
 static int opt_int(const cfg_node *root, const char *key, int64_t *out, int64_t dflt, trm_err *e) {
     *out = dflt;
     if (!cfg_get(root, key) || cfg_get(root, key)->type == CFG_NULL) return 0;
     return cfg_get_int(root, key, out, e);
-}
-
-static int opt_bool(const cfg_node *root, const char *key, int *out, int dflt, trm_err *e) {
-    *out = dflt;
-    if (!cfg_get(root, key) || cfg_get(root, key)->type == CFG_NULL) return 0;
-    return cfg_get_bool(root, key, out, e);
 }
 
 const char *const trm_output_names[TRM_NOUTS] = {"inputs", "labels", "puzzle_identifiers", "logits",
@@ -157,7 +166,7 @@ int trm_run_config_read(trm_run_config *rc, const cfg_node *root, trm_err *e) {
     if (opt_int(root, "stop_after_steps", &rc->stop_after_steps, 0, e)) return -1;
     if (trm_arch_read_config(root, &rc->arch, &rc->arch_name, e)) return -1;
     /* optional: configs written before the key existed leave it off */
-    if (opt_bool(root, "recompute", &rc->arch.recompute, 0, e)) return -1;
+    if (read_recompute(root, &rc->arch.recompute, e)) return -1;
     if (check_loss_class(root, e)) return -1;
 
     if (rc->global_batch_size < 1) return trm_errf(e, "global_batch_size must be >= 1 (got %lld)", (long long)rc->global_batch_size);

@@ -363,12 +363,17 @@ static void cuda_swiglu_fwd(trm_backend *b, void *o, const void *gu, int rows, i
 static void cuda_swiglu_bwd(trm_backend *b, void *dgu, void *o, const void *d, const void *gu, int rows, int I) {
     k_swiglu_bwd(ST(b), DT(b), dgu, o, d, gu, rows, I);
 }
-/* fused for bf16 activations and weights: short products (mlp_t's K = Tp) everywhere, on Hopper
- * also the channel MLP's (K = hidden ≤ 512) */
+/* fused for bf16 activations and weights: on Hopper K ≤ 512 (the channel MLP's K = hidden and
+ * mlp_t's K = Tp), elsewhere the short products (mlp_t's) */
 static int cuda_gate_up_swiglu(trm_backend *b, void *act, void *gu, const void *x, int ldx, const void *W, int ldw,
                                int wdt, int rows, int I, int K) {
     if (DT(b) != TRM_BF16 || wdt != TRM_BF16) return 0;
     return k_gate_up_swiglu(ST(b), CTX(b)->gate_up_tma, act, gu, x, ldx, W, ldw, rows, I, K);
+}
+static int cuda_gate_up_swiglu_bwd(trm_backend *b, void *dgu, void *act, const void *dact, const void *x, int ldx,
+                                   const void *W, int ldw, int wdt, int rows, int I, int K) {
+    if (DT(b) != TRM_BF16 || wdt != TRM_BF16) return 0;
+    return k_gate_up_swiglu_bwd(ST(b), CTX(b)->gate_up_tma, dgu, act, dact, x, ldx, W, ldw, rows, I, K);
 }
 static void cuda_rope_fwd(trm_backend *b, void *qkv, const float *c, const float *s, int B, int T, int H, int hd) {
     k_rope(ST(b), DT(b), qkv, c, s, B, T, H, hd, 0);
@@ -640,6 +645,7 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     b->swiglu_fwd = cuda_swiglu_fwd;
     b->swiglu_bwd = cuda_swiglu_bwd;
     b->gate_up_swiglu = cuda_gate_up_swiglu;
+    b->gate_up_swiglu_bwd = cuda_gate_up_swiglu_bwd;
     b->rope_fwd = cuda_rope_fwd;
     b->rope_bwd = cuda_rope_bwd;
     b->attention_fwd = cuda_attention_fwd;

@@ -125,12 +125,15 @@ void k_rmsnorm_bwd(cudaStream_t st, int dt, void *dx, const void *dy, const void
                    int dim, int ld);
 void k_swiglu_fwd(cudaStream_t st, int dt, void *out, const void *gu, int rows, int I);
 void k_swiglu_bwd(cudaStream_t st, int dt, void *dgu, void *out, const void *dout, const void *gu, int rows, int I);
-/* act = SwiGLU(x·Wᵀ) (gu = x·Wᵀ too unless NULL), all bf16, for K ≤ 128 (mma.sync) and, given
- * tma_encode = k_gate_up_wgmma() (NULL where the device or build has no Hopper kernel),
- * 128 < K ≤ 512 with I a multiple of 64; 0 where it does not take the shape (nothing launched) */
+/* act = SwiGLU(x·Wᵀ) (gu = x·Wᵀ too unless NULL), all bf16: given tma_encode = k_gate_up_wgmma()
+ * (NULL where the device or build has no Hopper kernel), K ≤ 512 with I a multiple of 64 on
+ * Hopper; otherwise K ≤ 128 (mma.sync); 0 where it does not take the shape (nothing launched) */
 void *k_gate_up_wgmma(void);
 int k_gate_up_swiglu(cudaStream_t st, void *tma_encode, void *act, void *gu, const void *x, int ldx, const void *w,
                      int ldw, int rows, int I, int K);
+/* dgu and act of SwiGLU's backward from dact, the product x·Wᵀ computed again (Hopper only) */
+int k_gate_up_swiglu_bwd(cudaStream_t st, void *tma_encode, void *dgu, void *act, const void *dact, const void *x,
+                         int ldx, const void *w, int ldw, int rows, int I, int K);
 void k_rope(cudaStream_t st, int dt, void *qkv, const float *cos, const float *sin, int B, int T, int H, int hd,
             int transpose);
 

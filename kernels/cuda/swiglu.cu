@@ -208,8 +208,13 @@ __global__ void __launch_bounds__(256) gate_up_swiglu_kernel(bf16 *act, bf16 *gu
 #define GW_NS 3
 #define GW_KMAX 512
 #define GW_CHUNK (64 * 64) /* bf16 of a 64-row × 64-column swizzled chunk */
-/* the weights' 2 chunks per 64 of K, each warpgroup's ring and its barriers, the alignment slack */
-#define GW_SMEM(K) ((size_t)((K) + 63) / 64 * 2 * GW_CHUNK * 2 + (size_t)GW_WG * GW_NS * (GW_CHUNK * 2 + 8) + 1024)
+/* the weights' 2 chunks per 64 of K, each warpgroup's ring and its barriers (one a stage, one for
+ * the backward's dact tile), the alignment slack */
+#define GW_SMEM(K) \
+    ((size_t)((K) + 63) / 64 * 2 * GW_CHUNK * 2 + (size_t)GW_WG * GW_NS * (GW_CHUNK * 2 + 8) + GW_WG * 8 + 1024)
+/* the backward with a dact tile buffer per warpgroup, for K up to GW_DKMAX */
+#define GW_DKMAX 384
+#define GW_SMEM_D(K) (GW_SMEM(K) + (size_t)GW_WG * GW_CHUNK * 2)
 
 #if defined(TRM_WGMMA)
 /* the tensor memory accelerator: a 64 × 64 box of x (tensor map tm, 128-byte swizzle) into a
@@ -291,22 +296,68 @@ __device__ __forceinline__ void gw_store(bf16 *stage, bf16 *act, bf16 *gu, uint3
     gw_tile_out(stage, gu + I + n0, 2 * (size_t)I, row0, rows, wg, up);
 }
 
+/* The backward's epilogue: the tile's dact (64 × 64 of rows × I) arrives by TMA, in dbuf (copied
+ * when the tile began) or else now into the stage; each thread reads the values of its own
+ * fragment positions, and the SwiGLU backward on the bf16-rounded gate and up (the values the
+ * forward would have kept) gives act (with silu_f, as swiglu_bwd recomputes it), dgate and dup,
+ * which leave through the stage like the forward's. */
+__device__ __forceinline__ void gw_store_bwd(bf16 *stage, const bf16 *dbuf, const CUtensorMap *tmd, uint64_t *dbar,
+                                             int *dphase, bf16 *act, bf16 *dgu, const uint32_t (&gate)[8][2],
+                                             const uint32_t (&up)[8][2], int row0, int rows, int n0, int I, int wg) {
+    int l = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+    gw_bar(wg); /* every warp's products out of the stage */
+    if (!dbuf && (threadIdx.x & 127) == 0) tma_load_2d(stage, tmd, n0, row0, dbar, GW_CHUNK * 2);
+    mbar_wait(dbar, *dphase);
+    *dphase ^= 1;
+    const unsigned char *st = (const unsigned char *)(dbuf ? dbuf : stage);
+    uint32_t a[8][2], dg[8][2], du[8][2];
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        int r = warp * 16 + (l >> 2) + hr * 8;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            uint32_t dv = *reinterpret_cast<const uint32_t *>(st + r * 128 + ((j ^ (r & 7)) << 4) + 4 * (l & 3));
+            float2 d = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&dv));
+            float2 g = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&gate[j][hr]));
+            float2 u = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&up[j][hr]));
+            float g0, u0, g1, u1;
+            a[j][hr] = pack_bf16(silu_f(g.x) * u.x, silu_f(g.y) * u.y);
+            swiglu_grad(d.x, g.x, u.x, &g0, &u0);
+            swiglu_grad(d.y, g.y, u.y, &g1, &u1);
+            dg[j][hr] = pack_bf16(g0, g1);
+            du[j][hr] = pack_bf16(u0, u1);
+        }
+    }
+    gw_bar(wg); /* every warp's dact read before the stage takes the outputs */
+    gw_tile_out(stage, act + n0, I, row0, rows, wg, a);
+    gw_tile_out(stage, dgu + n0, 2 * (size_t)I, row0, rows, wg, dg);
+    gw_tile_out(stage, dgu + I + n0, 2 * (size_t)I, row0, rows, wg, du);
+}
+
 #endif
 
 #if defined(TRM_CUDA_SM90A)
 /* blockIdx.x = slice + (I/64)·part: the block's 64 columns, and its share of the 64-row tiles
  * (tile part·4 + warpgroup, then every 4·parts-th). Thread 0 of a warpgroup starts its TMA
- * copies; a chunk's stage is refilled once every warp of the warpgroup is past its products. */
-__global__ void __launch_bounds__(128 * GW_WG, 1) gate_up_wg_kernel(const __grid_constant__ CUtensorMap tmx,
-                                                                    bf16 *act, bf16 *gu, const bf16 *w, int ldw,
-                                                                    int rows, int I, int K, int parts) {
+ * copies; a chunk's stage is refilled once every warp of the warpgroup is past its products.
+ * BWD: the SwiGLU backward's epilogue (gu receives dgu; tmd maps dact), its dact tile copied
+ * into the stage at the epilogue (1) or, where shared memory has room (K ≤ GW_DKMAX), into a
+ * buffer of the warpgroup's own when the tile begins, so that the copy overlaps its products
+ * (2); else (0) the forward's epilogue (tmd unused). */
+template <int BWD>
+__global__ void __launch_bounds__(128 * GW_WG, 1)
+    gate_up_wg_kernel(const __grid_constant__ CUtensorMap tmx, const __grid_constant__ CUtensorMap tmd, bf16 *act,
+                      bf16 *gu, const bf16 *w, int ldw, int rows, int I, int K, int parts) {
 #if defined(TRM_WGMMA)
     extern __shared__ unsigned char gw_raw[];
     bf16 *sW = (bf16 *)(((uintptr_t)gw_raw + 1023) & ~(uintptr_t)1023); /* swizzle atoms are 1 KiB */
     int KC = (K + 63) / 64, slices = I / 64, wg = threadIdx.x >> 7, tid = threadIdx.x & 127;
     int n0 = (blockIdx.x % slices) * 64, part = blockIdx.x / slices;
     bf16 *sX = sW + KC * 2 * GW_CHUNK + wg * GW_NS * GW_CHUNK;
-    uint64_t *full = (uint64_t *)(sW + KC * 2 * GW_CHUNK + GW_WG * GW_NS * GW_CHUNK) + wg * GW_NS;
+    bf16 *sD = sW + KC * 2 * GW_CHUNK + GW_WG * GW_NS * GW_CHUNK; /* BWD == 2: the dact tiles */
+    uint64_t *bars = (uint64_t *)(sD + (BWD == 2 ? GW_WG * GW_CHUNK : 0));
+    uint64_t *full = bars + wg * GW_NS, *dbar = bars + GW_WG * GW_NS + wg;
+    bf16 *dbuf = BWD == 2 ? sD + wg * GW_CHUNK : NULL;
     for (int kc = 0; kc < KC; kc++) { /* gate rows, then up rows, of each 64-column chunk */
         cp_async_swz(sW + kc * 2 * GW_CHUNK, w + (size_t)n0 * ldw, ldw, 0, 64, 64, kc * 64, K, threadIdx.x, blockDim.x);
         cp_async_swz(sW + kc * 2 * GW_CHUNK + GW_CHUNK, w + (size_t)(I + n0) * ldw, ldw, 0, 64, 64, kc * 64, K,
@@ -314,6 +365,7 @@ __global__ void __launch_bounds__(128 * GW_WG, 1) gate_up_wg_kernel(const __grid
     }
     cp_async_commit();
     if (tid < GW_NS) mbar_init(full + tid, 1);
+    if (BWD && tid == GW_NS) mbar_init(dbar, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     int mtiles = (rows + 63) / 64, stride = parts * GW_WG, first = part * GW_WG + wg;
     int total = first < mtiles ? ((mtiles - 1 - first) / stride + 1) * KC : 0; /* chunks of this warpgroup */
@@ -324,13 +376,15 @@ __global__ void __launch_bounds__(128 * GW_WG, 1) gate_up_wg_kernel(const __grid
         for (int c = 0; c < 2 && c < total; c++)
             gw_load(sX + c * GW_CHUNK, &tmx, full + c, c, KC, first, stride);
     float d[16][4];
-    int kc = 0, tile = first, slot = 0, phase = 0;
+    int kc = 0, tile = first, slot = 0, phase = 0, dphase = 0;
     for (int c = 0; c < total; c++) {
         gw_bar(wg); /* every warp done with chunk c - 1, whose stage takes chunk c + 2 */
         if (tid == 0 && c + 2 < total) {
             int ns = (slot + 2) % GW_NS;
             gw_load(sX + ns * GW_CHUNK, &tmx, full + ns, c + 2, KC, first, stride);
         }
+        if (BWD == 2 && tid == 0 && kc == 0) /* the previous tile's epilogue is past reading dbuf */
+            tma_load_2d(dbuf, &tmd, n0, tile * 64, dbar, GW_CHUNK * 2);
         mbar_wait(full + slot, phase);
         uint64_t da = wg_desc(sX + slot * GW_CHUNK, 16, 1024), db = wg_desc(sW + kc * 2 * GW_CHUNK, 16, 1024);
         wg_fence_f(d);
@@ -355,7 +409,11 @@ __global__ void __launch_bounds__(128 * GW_WG, 1) gate_up_wg_kernel(const __grid
             for (int j = 0; j < 16; j++) /* the old sums die here (the next tile's first product ignores d) */
 #pragma unroll
                 for (int e = 0; e < 4; e++) d[j][e] = 0.f;
-            gw_store(sX + slot_last * GW_CHUNK, act, gu, gate, up, tile * 64, rows, n0, I, wg);
+            if (BWD)
+                gw_store_bwd(sX + slot_last * GW_CHUNK, dbuf, &tmd, dbar, &dphase, act, gu, gate, up, tile * 64, rows,
+                             n0, I, wg);
+            else
+                gw_store(sX + slot_last * GW_CHUNK, act, gu, gate, up, tile * 64, rows, n0, I, wg);
             kc = 0, tile += stride;
         }
     }
@@ -370,7 +428,9 @@ void *k_gate_up_wgmma(void) {
     void *fn = NULL;
     cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
     /* the shared memory limit once, for the largest K: every launch fits under it */
-    if (!device_sm90() || !smem_limit(gate_up_wg_kernel, GW_SMEM(GW_KMAX))) goto none;
+    if (!device_sm90() || !smem_limit(gate_up_wg_kernel<0>, GW_SMEM(GW_KMAX)) ||
+        !smem_limit(gate_up_wg_kernel<1>, GW_SMEM(GW_KMAX)) || !smem_limit(gate_up_wg_kernel<2>, GW_SMEM_D(GW_DKMAX)))
+        goto none;
 #if CUDART_VERSION >= 12050
     if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) != cudaSuccess)
         goto none;
@@ -426,8 +486,8 @@ int k_gate_up_swiglu(cudaStream_t st, void *tma_encode, void *act, void *gu, con
     CUtensorMap tmx;
     if (tma_encode && K <= GW_KMAX && I % 64 == 0 && gw_tensor_map(&tmx, tma_encode, x, ldx, rows, K)) {
         int slices = I / 64, parts = gw_parts(slices, (rows + 63) / 64);
-        gate_up_wg_kernel<<<slices * parts, 128 * GW_WG, GW_SMEM(K), st>>>(tmx, (bf16 *)act, (bf16 *)gu, (const bf16 *)w, ldw,
-                                                                     rows, I, K, parts);
+        gate_up_wg_kernel<0><<<slices * parts, 128 * GW_WG, GW_SMEM(K), st>>>(tmx, tmx, (bf16 *)act, (bf16 *)gu,
+                                                                         (const bf16 *)w, ldw, rows, I, K, parts);
         return 1;
     }
 #else
@@ -443,4 +503,31 @@ int k_gate_up_swiglu(cudaStream_t st, void *tma_encode, void *act, void *gu, con
     gate_up_swiglu_kernel<<<grid, 256, smem, st>>>((bf16 *)act, (bf16 *)gu, (const bf16 *)x, ldx, (const bf16 *)w,
                                                    ldw, rows, I, K);
     return 1;
+}
+
+/* The SwiGLU backward with the gate/up product computed again (recompute=gate_up): dgu (rows ×
+ * 2I) and act from dact (rows × I) and the forward's x and W, on Hopper only (K ≤ 512, I a
+ * multiple of 64); 0 where it does not take the shape (nothing launched) */
+int k_gate_up_swiglu_bwd(cudaStream_t st, void *tma_encode, void *dgu, void *act, const void *dact, const void *x,
+                         int ldx, const void *w, int ldw, int rows, int I, int K) {
+#if defined(TRM_CUDA_SM90A)
+    if (K % 8 || ldx % 8 || ldw % 8 || !aligned16(x) || !aligned16(w) || !aligned16(act) || !aligned16(dgu) ||
+        !aligned16(dact) || rows <= 0 || K <= 0 || !tma_encode || K > GW_KMAX || I <= 0 || I % 64)
+        return 0;
+    CUtensorMap tmx, tmd;
+    if (!gw_tensor_map(&tmx, tma_encode, x, ldx, rows, K) || !gw_tensor_map(&tmd, tma_encode, dact, I, rows, I))
+        return 0;
+    int slices = I / 64, parts = gw_parts(slices, (rows + 63) / 64);
+    if (K <= GW_DKMAX) /* mlp_t's K = 104: 0.81 ms a sudoku_mlp call, 0.94 with dact copied at the epilogue */
+        gate_up_wg_kernel<2><<<slices * parts, 128 * GW_WG, GW_SMEM_D(K), st>>>(tmx, tmd, (bf16 *)act, (bf16 *)dgu,
+                                                                           (const bf16 *)w, ldw, rows, I, K, parts);
+    else
+        gate_up_wg_kernel<1><<<slices * parts, 128 * GW_WG, GW_SMEM(K), st>>>(tmx, tmd, (bf16 *)act, (bf16 *)dgu,
+                                                                         (const bf16 *)w, ldw, rows, I, K, parts);
+    return 1;
+#else
+    (void)st, (void)tma_encode, (void)dgu, (void)act, (void)dact, (void)x, (void)ldx, (void)w, (void)ldw, (void)rows,
+        (void)I, (void)K;
+    return 0;
+#endif
 }
