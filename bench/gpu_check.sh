@@ -5,9 +5,13 @@
 #  2. in bfloat16 with attention (head dim 64) and hidden 256, 50 steps: the one-pass attention backward (dQ
 #     summed by reductions, the default on Hopper) run to run and against the deterministic two
 #     passes (TRM_DETERMINISTIC=1), and those with compile on against off;
-#  3. the 4x4 Sudoku task trained on cuda reaches the accuracy the cpu reaches (the whole
+#  3. recompute=gate_up and recompute=all against none, bfloat16, deterministic attention and
+#     the library's first GEMM algorithms, for mlp_t (the preset) and attention at hidden 256:
+#     the same losses (on Hopper gate_up runs the gate/up product again inside the SwiGLU
+#     backward's kernel);
+#  4. the 4x4 Sudoku task trained on cuda reaches the accuracy the cpu reaches (the whole
 #     1000-step cfg=tiny run on each device, exact accuracy on the unseen test puzzles).
-# usage: bench/gpu_check.sh [TRM_BINARY] [WORKDIR]   env: QUICK=1 stops after 2
+# usage: bench/gpu_check.sh [TRM_BINARY] [WORKDIR]   env: QUICK=1 stops after 3
 set -euo pipefail
 TRM=${1:-build/trm}
 W=${2:-/tmp/trm_gpu_check}
@@ -47,7 +51,16 @@ TRM_DETERMINISTIC=1 run d0_bfloat16 cuda false bfloat16 50 $ATT || true
 cmp "attention, one-pass backward run to run" bfloat16 a1_bfloat16 a2_bfloat16
 cmp "attention, one-pass vs deterministic backward" bfloat16 a1_bfloat16 d1_bfloat16
 cmp "attention, deterministic backward, compile on vs off" bfloat16 d1_bfloat16 d0_bfloat16
-unset TRM_GEMM_TUNE
+export TRM_DETERMINISTIC=1
+for r in none gate_up all; do
+  run "rm_$r" cuda true bfloat16 50 recompute=$r || true
+  run "ra_$r" cuda true bfloat16 50 recompute=$r $ATT || true
+done
+for r in gate_up all; do
+  cmp "mlp_t, recompute=$r vs none" bfloat16 "rm_$r" rm_none
+  cmp "attention, recompute=$r vs none" bfloat16 "ra_$r" ra_none
+done
+unset TRM_GEMM_TUNE TRM_DETERMINISTIC
 [ -n "${QUICK:-}" ] && exit 0
 for dev in cuda cpu; do
   t0=$(date +%s)

@@ -3,7 +3,7 @@
 # backward from their kept inputs; true = all: each saved recursion pass keeps only its input
 # and output and the backward runs the pass's blocks again): on cpu the same ops on the same
 # inputs give the same bits, so per-step losses and the weights after training equal
-# recompute=false exactly, for the token-mixing MLP and attention, TRM and HRM (two levels of
+# recompute=none exactly, for the token-mixing MLP and attention, TRM and HRM (two levels of
 # saved calls); the activation arena it reports is smaller; any other value is refused.
 set -uo pipefail
 TRM=$1 SRC=$2 SHARED=$3 TMP=$4
@@ -21,23 +21,23 @@ arena() { sed -n 's/.*activation arena \([0-9.e+-]*\) GiB.*/\1/p' "$1" | head -1
 check() { # name, then overrides
   local name=$1
   shift
-  for r in false gate_up true; do
+  for r in none gate_up all; do
     "$TRM" pretrain "${common[@]}" "$@" recompute=$r checkpoint_path="${name}_$r" > "${name}_$r.txt" 2>&1 ||
       { cat "${name}_$r.txt"; fail "$name recompute=$r"; }
   done
-  [ "$(losses "${name}_false" | wc -l)" = 5 ] || fail "$name: expected 5 logged steps"
+  [ "$(losses "${name}_none" | wc -l)" = 5 ] || fail "$name: expected 5 logged steps"
   local off on r
-  off=$(arena "${name}_false.txt")
+  off=$(arena "${name}_none.txt")
   [ -n "$off" ] || fail "$name: no activation arena reported"
-  for r in gate_up true; do
-    diff <(losses "${name}_false") <(losses "${name}_$r") > /dev/null || fail "$name: losses differ with recompute=$r"
-    "$TRM" inspect --diff "${name}_false/step_5.safetensors" "${name}_$r/step_5.safetensors" --tol 0 > "diff_${name}_$r.txt" ||
+  for r in gate_up all; do
+    diff <(losses "${name}_none") <(losses "${name}_$r") > /dev/null || fail "$name: losses differ with recompute=$r"
+    "$TRM" inspect --diff "${name}_none/step_5.safetensors" "${name}_$r/step_5.safetensors" --tol 0 > "diff_${name}_$r.txt" ||
       { tail -3 "diff_${name}_$r.txt"; fail "$name: weights differ with recompute=$r"; }
     grep -q "largest relative difference: 0 " "diff_${name}_$r.txt" || fail "$name: inspect --diff compared nothing"
     on=$(arena "${name}_$r.txt")
     [ -n "$on" ] || fail "$name: no activation arena reported with recompute=$r"
     awk -v a="$on" -v b="$off" 'BEGIN { exit !(a < b) }' || fail "$name: arena $on GiB with recompute=$r, $off without"
-    echo "$name: recompute=$r equals false bit for bit (5 steps, losses and weights); arena $on GiB vs $off GiB"
+    echo "$name: recompute=$r equals none bit for bit (5 steps, losses and weights); arena $on GiB vs $off GiB"
   done
   grep -q "gate/up products recomputed" "${name}_gate_up.txt" || fail "$name: the compile report does not name recompute=gate_up"
 }
@@ -45,8 +45,13 @@ check() { # name, then overrides
 check mlp_t
 check attention "${att[@]}"
 check hrm arch=hrm "${att[@]}"
-grep -q "^model: hrm, " hrm_true.txt || fail "arch=hrm: the run does not say it trains hrm"
+grep -q "^model: hrm, " hrm_all.txt || fail "arch=hrm: the run does not say it trains hrm"
 
+# the key's first, boolean form: true is all, False is none (as the compile report says)
+"$TRM" pretrain "${common[@]}" recompute=true stop_after_steps=1 checkpoint_path=t > t.txt 2>&1 || { cat t.txt; fail "recompute=true"; }
+grep -q "kept as inputs and outputs" t.txt || fail "recompute=true is not all"
+"$TRM" pretrain "${common[@]}" recompute=False stop_after_steps=1 checkpoint_path=f > f.txt 2>&1 || { cat f.txt; fail "recompute=False"; }
+grep -q "recomputed" f.txt && fail "recompute=False recomputes"
 "$TRM" pretrain "${common[@]}" recompute=sometimes checkpoint_path=bad > bad.txt 2>&1 && fail "recompute=sometimes accepted"
 grep -q "recompute" bad.txt || { cat bad.txt; fail "no message naming recompute"; }
 echo "recompute=sometimes refused: $(grep -m1 recompute bad.txt)"

@@ -1373,7 +1373,10 @@ END_TEST
 /* recompute=gate_up's fused backward: dgu and act from dact with x·Wᵀ computed again, against
  * gemm + swiglu_bwd on the reference. Hopper takes every case (I a multiple of 64); other
  * devices may decline them all. Cases: rows past a tile, mlp_t's K = 104 over several tiles a
- * warpgroup, K = 512 (the channel MLP's: the largest shared memory), strided x and W, one row. */
+ * warpgroup, K = 512 (the channel MLP's: dact copied at the epilogue) and 384 (the largest with a
+ * dact buffer), each with several tiles a warpgroup, strided x and W, one row. Where taken, the
+ * result must also equal the device's own unfused path (its gate_up_swiglu writing gu, then
+ * swiglu_bwd) bit for bit: recompute=gate_up promises the same bits as none. */
 START_TEST(test_gate_up_swiglu_bwd) {
     pair p = open_pair();
     if (!p.dev->gate_up_swiglu_bwd) {
@@ -1381,7 +1384,8 @@ START_TEST(test_gate_up_swiglu_bwd) {
     } else if (bf16_acts(&p)) {
         tr_rng r = {29};
         int cases[][5] = {{300, 64, 104, 104, 104}, {30000, 128, 104, 104, 104}, {333, 128, 512, 520, 520},
-                          {1000, 192, 136, 136, 144}, {1, 64, 200, 208, 200}};
+                          {1000, 192, 136, 136, 144}, {1, 64, 200, 208, 200}, {30000, 64, 512, 512, 512},
+                          {30000, 64, 384, 384, 384}};
         for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
             int rows = cases[k][0], I = cases[k][1], K = cases[k][2], ldx = cases[k][3], ldw = cases[k][4];
             size_t nx = (size_t)rows * ldx, nw = (size_t)2 * I * ldw, na = (size_t)rows * I, ng = 2 * na;
@@ -1407,6 +1411,13 @@ START_TEST(test_gate_up_swiglu_bwd) {
                 snprintf(what, sizeof what, "gate_up_swiglu_bwd rows=%d I=%d K=%d", rows, I, K);
                 expect_rel(what, adev, aref, na, TOL_ACT16);
                 expect_rel(what, gdev, gref, ng, TOL_ACT16);
+                void *ug = nan_act(&md, ng), *ud = nan_act(&md, ng), *ua = nan_act(&md, na);
+                ck_assert(p.dev->gate_up_swiglu(p.dev, ua, ug, upa(&md, x, nx), ldx, upa(&md, w, nw), ldw, TRM_BF16,
+                                                rows, I, K));
+                p.dev->swiglu_bwd(p.dev, ud, ua, upa(&md, d, na), ug, rows, I);
+                downa(&md, gref, ud, ng), downa(&md, aref, ua, na);
+                expect_rel(what, adev, aref, na, 0);
+                expect_rel(what, gdev, gref, ng, 0);
             }
             dm_free(&md);
             free(x), free(w), free(d), free(gref), free(aref), free(gdev), free(adev);

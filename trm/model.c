@@ -720,16 +720,19 @@ static void gate_up_fwd(trm_model *m, void *act, void *gu, int keep, const void 
 static int keep_gu(const trm_model *m, int save) { return save && m->cfg.recompute != TRM_RECOMPUTE_GATE_UP; }
 
 /* dgu and act (the SwiGLU output again, for the down weight's gradient) from dact. With
- * recompute=gate_up the product gu comes again from the kept input x through the forward's own
- * call (the same bits), or inside the backend's fused pass where it has one. */
+ * recompute=gate_up the product gu comes again from the kept input x, inside the backend's fused
+ * pass where it has one, else by the product the forward ran (the same bits; swiglu_bwd then
+ * writes act). */
 static void swiglu_bwd_of(trm_model *m, void *dgu, void *act, const void *dact, void *gu, const void *x, int ldx,
                           int idx, int rows, int I, int K) {
     trm_backend *be = m->be;
     if (m->cfg.recompute == TRM_RECOMPUTE_GATE_UP) {
-        if (be->gate_up_swiglu_bwd && be->gate_up_swiglu_bwd(be, dgu, act, dact, x, ldx, W_(m, m->wcur, idx),
-                                                             WLD(m, idx), m->wdt, rows, I, K))
+        const void *W = W_(m, m->wcur, idx);
+        if (be->gate_up_swiglu_bwd &&
+            be->gate_up_swiglu_bwd(be, dgu, act, dact, x, ldx, W, WLD(m, idx), m->wdt, rows, I, K))
             return;
-        gate_up_fwd(m, act, gu, 1, x, ldx, m->wcur, idx, rows, I, K);
+        if (!be->gate_up_swiglu || !be->gate_up_swiglu(be, act, gu, x, ldx, W, WLD(m, idx), m->wdt, rows, I, K))
+            be->gemm(be, dt_awa(m), 0, 1, rows, 2 * I, K, 1.0f, x, ldx, 0, W, WLD(m, idx), 0, 0.0f, gu, 2 * I, 0, 1);
     }
     be->swiglu_bwd(be, dgu, act, dact, gu, rows, I);
 }
