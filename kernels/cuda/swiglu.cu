@@ -475,19 +475,30 @@ static int gw_tensor_map(CUtensorMap *tm, void *encode, const void *x, int ldx, 
                                                         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
+
+/* gate_up_wg_kernel<BWD> over rows × I (I a multiple of 64), with the shared memory BWD needs */
+template <int BWD>
+static void gw_launch(cudaStream_t st, const CUtensorMap &tmx, const CUtensorMap &tmd, void *act, void *gu,
+                      const void *w, int ldw, int rows, int I, int K) {
+    int slices = I / 64, parts = gw_parts(slices, (rows + 63) / 64);
+    gate_up_wg_kernel<BWD><<<slices * parts, 128 * GW_WG, BWD == 2 ? GW_SMEM_D(K) : GW_SMEM(K), st>>>(
+        tmx, tmd, (bf16 *)act, (bf16 *)gu, (const bf16 *)w, ldw, rows, I, K, parts);
+}
 #endif
+
+/* what both fused passes need of their operands: 16-byte rows and pointers, a non-empty shape */
+static bool gu_operands_ok(const void *x, int ldx, const void *w, int ldw, const void *act, int rows, int I, int K) {
+    return K % 8 == 0 && ldx % 8 == 0 && ldw % 8 == 0 && I % 8 == 0 && aligned16(x) && aligned16(w) && aligned16(act) &&
+           rows > 0 && I > 0 && K > 0;
+}
 
 int k_gate_up_swiglu(cudaStream_t st, void *tma_encode, void *act, void *gu, const void *x, int ldx, const void *w,
                      int ldw, int rows, int I, int K) {
-    if (K % 8 || ldx % 8 || ldw % 8 || I % 8 || !aligned16(x) || !aligned16(w) || !aligned16(act) ||
-        (gu && !aligned16(gu)) || rows <= 0 || I <= 0 || K <= 0)
-        return 0;
+    if (!gu_operands_ok(x, ldx, w, ldw, act, rows, I, K) || (gu && !aligned16(gu))) return 0;
 #if defined(TRM_CUDA_SM90A)
     CUtensorMap tmx;
     if (tma_encode && K <= GW_KMAX && I % 64 == 0 && gw_tensor_map(&tmx, tma_encode, x, ldx, rows, K)) {
-        int slices = I / 64, parts = gw_parts(slices, (rows + 63) / 64);
-        gate_up_wg_kernel<0><<<slices * parts, 128 * GW_WG, GW_SMEM(K), st>>>(tmx, tmx, (bf16 *)act, (bf16 *)gu,
-                                                                         (const bf16 *)w, ldw, rows, I, K, parts);
+        gw_launch<0>(st, tmx, tmx, act, gu, w, ldw, rows, I, K);
         return 1;
     }
 #else
@@ -511,19 +522,16 @@ int k_gate_up_swiglu(cudaStream_t st, void *tma_encode, void *act, void *gu, con
 int k_gate_up_swiglu_bwd(cudaStream_t st, void *tma_encode, void *dgu, void *act, const void *dact, const void *x,
                          int ldx, const void *w, int ldw, int rows, int I, int K) {
 #if defined(TRM_CUDA_SM90A)
-    if (K % 8 || ldx % 8 || ldw % 8 || !aligned16(x) || !aligned16(w) || !aligned16(act) || !aligned16(dgu) ||
-        !aligned16(dact) || rows <= 0 || K <= 0 || !tma_encode || K > GW_KMAX || I <= 0 || I % 64)
+    if (!gu_operands_ok(x, ldx, w, ldw, act, rows, I, K) || !aligned16(dgu) || !aligned16(dact) || !tma_encode ||
+        K > GW_KMAX || I % 64)
         return 0;
     CUtensorMap tmx, tmd;
     if (!gw_tensor_map(&tmx, tma_encode, x, ldx, rows, K) || !gw_tensor_map(&tmd, tma_encode, dact, I, rows, I))
         return 0;
-    int slices = I / 64, parts = gw_parts(slices, (rows + 63) / 64);
     if (K <= GW_DKMAX) /* mlp_t's K = 104: 0.81 ms a sudoku_mlp call, 0.94 with dact copied at the epilogue */
-        gate_up_wg_kernel<2><<<slices * parts, 128 * GW_WG, GW_SMEM_D(K), st>>>(tmx, tmd, (bf16 *)act, (bf16 *)dgu,
-                                                                           (const bf16 *)w, ldw, rows, I, K, parts);
+        gw_launch<2>(st, tmx, tmd, act, dgu, w, ldw, rows, I, K);
     else
-        gate_up_wg_kernel<1><<<slices * parts, 128 * GW_WG, GW_SMEM(K), st>>>(tmx, tmd, (bf16 *)act, (bf16 *)dgu,
-                                                                         (const bf16 *)w, ldw, rows, I, K, parts);
+        gw_launch<1>(st, tmx, tmd, act, dgu, w, ldw, rows, I, K);
     return 1;
 #else
     (void)st, (void)tma_encode, (void)dgu, (void)act, (void)dact, (void)x, (void)ldx, (void)w, (void)ldw, (void)rows,
