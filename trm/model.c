@@ -703,16 +703,23 @@ static void linear_bwd(trm_model *m, void *dx, int idx, const void *dy, const vo
     linear_bwd_x(m, dx, idx, dy, rows, in, out, accumulate);
 }
 
-/* act = SwiGLU(x·Wᵀ) for the gate/up weight idx (2I × K); gu gets x·Wᵀ, which only the
- * backward reads: a backend that fuses the pair skips writing it for an unsaved call. */
-static void gate_up_fwd(trm_model *m, void *act, void *gu, int keep, const void *x, int ldx, const void *w, int idx,
-                        int rows, int I, int K) {
+/* gu = x·Wᵀ for the gate/up weight idx (2I × K), or, where the backend fuses the pair, act =
+ * SwiGLU(x·Wᵀ) with gu written only when kept; returns whether act was written */
+static int gate_up_product(trm_model *m, void *act, void *gu, int keep, const void *x, int ldx, const void *w,
+                           int idx, int rows, int I, int K) {
     trm_backend *be = m->be;
     if (be->gate_up_swiglu &&
         be->gate_up_swiglu(be, act, keep ? gu : NULL, x, ldx, W_(m, w, idx), WLD(m, idx), m->wdt, rows, I, K))
-        return;
+        return 1;
     be->gemm(be, dt_awa(m), 0, 1, rows, 2 * I, K, 1.0f, x, ldx, 0, W_(m, w, idx), WLD(m, idx), 0, 0.0f, gu, 2 * I, 0, 1);
-    be->swiglu_fwd(be, act, gu, rows, I);
+    return 0;
+}
+
+/* act = SwiGLU(x·Wᵀ); gu gets x·Wᵀ, which only the backward reads: a backend that fuses the pair
+ * skips writing it for an unsaved call. */
+static void gate_up_fwd(trm_model *m, void *act, void *gu, int keep, const void *x, int ldx, const void *w, int idx,
+                        int rows, int I, int K) {
+    if (!gate_up_product(m, act, gu, keep, x, ldx, w, idx, rows, I, K)) m->be->swiglu_fwd(m->be, act, gu, rows, I);
 }
 
 /* a saved call's gate/up product is kept for the backward unless recompute=gate_up has the
@@ -727,12 +734,10 @@ static void swiglu_bwd_of(trm_model *m, void *dgu, void *act, const void *dact, 
                           int idx, int rows, int I, int K) {
     trm_backend *be = m->be;
     if (m->cfg.recompute == TRM_RECOMPUTE_GATE_UP) {
-        const void *W = W_(m, m->wcur, idx);
-        if (be->gate_up_swiglu_bwd &&
-            be->gate_up_swiglu_bwd(be, dgu, act, dact, x, ldx, W, WLD(m, idx), m->wdt, rows, I, K))
+        if (be->gate_up_swiglu_bwd && be->gate_up_swiglu_bwd(be, dgu, act, dact, x, ldx, W_(m, m->wcur, idx),
+                                                             WLD(m, idx), m->wdt, rows, I, K))
             return;
-        if (!be->gate_up_swiglu || !be->gate_up_swiglu(be, act, gu, x, ldx, W, WLD(m, idx), m->wdt, rows, I, K))
-            be->gemm(be, dt_awa(m), 0, 1, rows, 2 * I, K, 1.0f, x, ldx, 0, W, WLD(m, idx), 0, 0.0f, gu, 2 * I, 0, 1);
+        gate_up_product(m, act, gu, 1, x, ldx, m->wcur, idx, rows, I, K);
     }
     be->swiglu_bwd(be, dgu, act, dact, gu, rows, I);
 }
