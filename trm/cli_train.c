@@ -234,16 +234,19 @@ static int take_torchrun_value(torchrun_flag f, const char *flag, const char *v,
     return 0;
 }
 
+/* lf->host must be an address of this machine; `why` follows the flag as typed where it is not */
+static int require_local_host(const launcher_flags *lf, const char *why, trm_err *e) {
+    int local = trm_host_is_local(lf->host, e);
+    if (local < 0) return trm_err_prefix(e, "%s", lf->host_src);
+    return local ? 0 : trm_errf(e, "%s %s", lf->host_src, why);
+}
+
 /* Host 0 runs rank 0, which listens here, and its own workers connect to the address given: it
  * must be one of this machine's, or host 0 was given another host's address (or is not host 0). */
 static int check_host_zero(const launcher_flags *lf, trm_err *e) {
-    int local = trm_host_is_local(lf->host, e);
-    if (local < 0) return trm_err_prefix(e, "%s", lf->host_src);
-    if (!local)
-        return trm_errf(e, "%s is not an address of this machine, but --node-rank 0 is the host of rank 0, which "
-                           "listens there; on host 0 give this machine's address as the other hosts reach it (if "
-                           "this is not host 0, give its own --node-rank)", lf->host_src);
-    return 0;
+    return require_local_host(lf, "is not an address of this machine, but --node-rank 0 is the host of rank 0, which "
+                                  "listens there; on host 0 give this machine's address as the other hosts reach it "
+                                  "(if this is not host 0, give its own --node-rank)", e);
 }
 
 /* The rules that join several flags, once all are read. */
@@ -256,12 +259,8 @@ static int check_launcher_flags(launcher_flags *lf, trm_err *e) {
         if (lf->node_rank < 0) lf->node_rank = 0;
         if (lf->node_rank != 0) return trm_errf(e, "--node-rank %d with --nnodes 1: the only host is 0", lf->node_rank);
         if (!lf->host[0] || is_local_host(lf->host)) return 0;
-        int local = trm_host_is_local(lf->host, e);
-        if (local < 0) return trm_err_prefix(e, "%s", lf->host_src);
-        if (!local)
-            return trm_errf(e, "%s names another host, but with --nnodes 1 every worker runs on this one; for a run "
-                               "over several hosts give --nnodes N and this host's --node-rank on each", lf->host_src);
-        return 0;
+        return require_local_host(lf, "names another host, but with --nnodes 1 every worker runs on this one; for a "
+                                      "run over several hosts give --nnodes N and this host's --node-rank on each", e);
     }
     if (lf->standalone)
         return trm_errf(e, "--standalone runs on one host; it cannot be combined with --nnodes %d", lf->nnodes);
