@@ -1305,6 +1305,18 @@ static int expect_hopper(void) {
 /* Where the device has one: against the cpu's gemm and swiglu_fwd on the same rounded inputs;
  * rows and columns past a tile, short K, strided x and W (their pads past K random: only K
  * columns may be read into the sums); gu written only when asked for. */
+/* A gate/up case c = {rows, I, K, ldx, ldw}: bf16-exact x (rows × ldx) and W (2I × ldw) drawn
+ * from r, and x·Wᵀ (rows × 2I) computed on the reference into mr, returned. */
+static void *ref_gate_up(pair *p, dmem *mr, tr_rng *r, const int c[5], float **x, float **w) {
+    size_t nx = (size_t)c[0] * c[3], nw = (size_t)2 * c[1] * c[4];
+    *x = frand(r, nx, -1, 1), *w = frand(r, nw, -0.3, 0.3);
+    round_bf16(*x, nx), round_bf16(*w, nw);
+    void *gu = nan_act(mr, (size_t)2 * c[0] * c[1]);
+    p->ref->gemm(p->ref, TR_F32x3, 0, 1, c[0], 2 * c[1], c[2], 1.0f, upa(mr, *x, nx), c[3], 0, upa(mr, *w, nw), c[4], 0,
+                 0.0f, gu, 2 * c[1], 0, 1);
+    return gu;
+}
+
 START_TEST(test_gate_up_swiglu) {
     pair p = open_pair();
     if (!p.dev->gate_up_swiglu) {
@@ -1324,13 +1336,9 @@ START_TEST(test_gate_up_swiglu) {
             int rows = cases[k / 2][0], I = cases[k / 2][1], K = cases[k / 2][2], ldx = cases[k / 2][3];
             int ldw = cases[k / 2][4], keep = k % 2;
             size_t nx = (size_t)rows * ldx, nw = (size_t)2 * I * ldw, na = (size_t)rows * I, ng = 2 * na;
-            float *x = frand(&r, nx, -1, 1), *w = frand(&r, nw, -0.3, 0.3);
-            round_bf16(x, nx), round_bf16(w, nw);
-            float *gref = malloc(ng * sizeof(float)), *aref = malloc(na * sizeof(float));
+            float *x, *w, *gref = malloc(ng * sizeof(float)), *aref = malloc(na * sizeof(float));
             dmem mr = {.b = p.ref};
-            void *dg = nan_act(&mr, ng), *da = nan_act(&mr, na);
-            p.ref->gemm(p.ref, TR_F32x3, 0, 1, rows, 2 * I, K, 1.0f, upa(&mr, x, nx), ldx, 0, upa(&mr, w, nw), ldw, 0,
-                        0.0f, dg, 2 * I, 0, 1);
+            void *dg = ref_gate_up(&p, &mr, &r, cases[k / 2], &x, &w), *da = nan_act(&mr, na);
             p.ref->swiglu_fwd(p.ref, da, dg, rows, I);
             downa(&mr, gref, dg, ng), downa(&mr, aref, da, na);
             dm_free(&mr);
@@ -1389,13 +1397,11 @@ START_TEST(test_gate_up_swiglu_bwd) {
         for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
             int rows = cases[k][0], I = cases[k][1], K = cases[k][2], ldx = cases[k][3], ldw = cases[k][4];
             size_t nx = (size_t)rows * ldx, nw = (size_t)2 * I * ldw, na = (size_t)rows * I, ng = 2 * na;
-            float *x = frand(&r, nx, -1, 1), *w = frand(&r, nw, -0.3, 0.3), *d = frand(&r, na, -1, 1);
-            round_bf16(x, nx), round_bf16(w, nw), round_bf16(d, na);
-            float *gref = malloc(ng * sizeof(float)), *aref = malloc(na * sizeof(float));
+            float *x, *w, *gref = malloc(ng * sizeof(float)), *aref = malloc(na * sizeof(float));
             dmem mr = {.b = p.ref};
-            void *gu = nan_act(&mr, ng), *dg = nan_act(&mr, ng), *da = nan_act(&mr, na);
-            p.ref->gemm(p.ref, TR_F32x3, 0, 1, rows, 2 * I, K, 1.0f, upa(&mr, x, nx), ldx, 0, upa(&mr, w, nw), ldw, 0,
-                        0.0f, gu, 2 * I, 0, 1);
+            void *gu = ref_gate_up(&p, &mr, &r, cases[k], &x, &w), *dg = nan_act(&mr, ng), *da = nan_act(&mr, na);
+            float *d = frand(&r, na, -1, 1);
+            round_bf16(d, na);
             p.ref->swiglu_bwd(p.ref, dg, da, upa(&mr, d, na), gu, rows, I);
             downa(&mr, gref, dg, ng), downa(&mr, aref, da, na);
             dm_free(&mr);
