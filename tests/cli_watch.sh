@@ -19,7 +19,7 @@ common=(cfg=tiny "data_paths=[data]" checkpoint_path=run +run_name=watch epochs=
         log_interval=4 device=cpu)
 
 # 1. at an 80-column terminal, stopped after the first evaluation (step 16)
-TRM_PROGRESS_INTERVAL=0.1 script -qfec "stty cols 80 rows 24; '$TRM' pretrain ${common[*]} stop_after_steps=20" \
+TRM_PROGRESS_INTERVAL=0.05 script -qfec "stty cols 80 rows 24; '$TRM' pretrain ${common[*]} stop_after_steps=20" \
   /dev/null > tty.out 2>&1 || { cat tty.out; fail "pretrain under script(1)"; }
 python3 - tty.out <<'PY' || fail "the status line at 80 columns"
 import re, sys
