@@ -1,4 +1,4 @@
-/* bench_gemm.c — times one backend's GEMM (trm/backend.h) on the shapes a TRM training step
+/* bench_gemm.c — times one backend's GEMM (trm/backend/backend.h) on the shapes a TRM training step
  * issues, so a GEMM kernel can be tuned without a whole step around it: median ms and TFLOP/s
  * per shape. Built beside trm (target bench_gemm); not a test.
  * usage: bench_gemm BACKEND [ROWS [D I T HD]]   (ROWS: batch·tokens, default 768·97, and hidden
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 
 typedef struct {
     const char *what;

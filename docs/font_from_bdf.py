@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Regenerates trm/font.c: printable ASCII (32..126) of a fixed-width BDF font of cell 6x13 as
+"""Regenerates trm/view/font.c: printable ASCII (32..126) of a fixed-width BDF font of cell 6x13 as
 one byte per row, the leftmost pixel in bit 7. The committed table comes from X11's misc-fixed
 6x13 (public domain; Debian: xfonts-base, converted with pcf2bdf):
   zcat /usr/share/fonts/X11/misc/6x13-ISO8859-1.pcf.gz > 6x13.pcf && pcf2bdf -o 6x13.bdf 6x13.pcf
-  python3 docs/font_from_bdf.py 6x13.bdf > trm/font.c
+  python3 docs/font_from_bdf.py 6x13.bdf > trm/view/font.c
 """
 import sys
 

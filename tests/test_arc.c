@@ -7,13 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "arc.h"
-#include "arc_eval.h"
-#include "build_arc.h"
+#include "data/arc.h"
+#include "data/arc_eval.h"
+#include "data/build_arc.h"
 #include "check_main.h"
-#include "config.h"
-#include "dataset.h"
-#include "util.h"
+#include "config/config.h"
+#include "data/dataset.h"
+#include "util/base.h"
 
 static void hex(const uint8_t h[32], char out[65]) {
     for (int i = 0; i < 32; i++) sprintf(out + 2 * i, "%02x", h[i]);
@@ -190,7 +190,7 @@ START_TEST(grid_validation) {
     json_buf_init(&b);
     for (int k = 0; k < 31; k++) json_raw(&b, k ? ",[1]" : "[[1]");
     json_raw(&b, "]");
-    cfg_node *n = cfg_parse(b.data, b.len, "t", &e);
+    cfg_node *n = cfg_parse(b.p, b.len, "t", &e);
     ck_assert_int_eq(arc_grid_from_cfg(n, &g, "X", &e), -1); /* 31 rows */
     cfg_free(n);
     json_buf_free(&b);

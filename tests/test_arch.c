@@ -10,10 +10,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "checkpoint.h"
-#include "rng.h"
-#include "run_config.h"
-#include "safetensors.h"
+#include "io/checkpoint.h"
+#include "util/rng.h"
+#include "train/run_config.h"
+#include "io/safetensors.h"
 
 static const cfg_search embedded = {.dirs = NULL, .ndirs = 0, .use_embedded = 1};
 

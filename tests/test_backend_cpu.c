@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "gemm_cpu.h"
-#include "dist.h"
-#include "rng.h"
+#include "backend/backend.h"
+#include "kernels/cpu/gemm_cpu.h"
+#include "dist/dist.h"
+#include "util/rng.h"
 #include "test_support.h"
 
 /* Under AddressSanitizer an impossible allocation must still come back NULL (as it does in

@@ -1,5 +1,5 @@
 /* test_backend_parity.c — a device backend (env TRM_TEST_BACKEND, default cuda) against the
- * cpu reference: every op of trm/backend.h run on both with the same random inputs, float
+ * cpu reference: every op of trm/backend/backend.h run on both with the same random inputs, float
  * outputs compared relative to the largest reference value, integers and bytes exactly.
  * Outputs an op fully writes are poisoned (NaN, 0xA5 bytes) on the device first, so an
  * element it skips fails; a captured graph must replay like the ops run eagerly. Where the
@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "safetensors.h"
+#include "backend/backend.h"
+#include "io/safetensors.h"
 #include "test_support.h"
 
 #define TOL 1e-5        /* fp32: max|Δ| / max|ref| */
@@ -133,7 +133,7 @@ static void *up_as(dmem *m, const float *host, size_t n, int bf16) {
     if (!host) return NULL;
     if (!bf16) return up(m, host, n * sizeof(float));
     uint16_t *h = calloc(n ? n : 1, sizeof *h);
-    for (size_t i = 0; i < n; i++) h[i] = st_f32_to_bf16(host[i]);
+    for (size_t i = 0; i < n; i++) h[i] = trm_f32_to_bf16(host[i]);
     void *d = up(m, h, n * sizeof *h);
     m->b->sync(m->b);
     free(h);
@@ -157,7 +157,7 @@ static void down_as(dmem *m, float *host, const void *dev, size_t n, int bf16) {
     }
     uint16_t *h = malloc((n ? n : 1) * sizeof *h);
     down(m, h, dev, n * sizeof *h);
-    for (size_t i = 0; i < n; i++) host[i] = st_bf16_to_f32(h[i]);
+    for (size_t i = 0; i < n; i++) host[i] = trm_bf16_to_f32(h[i]);
     free(h);
 }
 
@@ -165,7 +165,7 @@ static void downa(dmem *m, float *host, const void *dev, size_t n) { down_as(m, 
 
 /* Host values rounded to bf16 in place: the inputs both sides see in the bf16 cases. */
 static void round_bf16(float *x, size_t n) {
-    for (size_t i = 0; x && i < n; i++) x[i] = st_bf16_to_f32(st_f32_to_bf16(x[i]));
+    for (size_t i = 0; x && i < n; i++) x[i] = trm_bf16_to_f32(trm_f32_to_bf16(x[i]));
 }
 
 /* The device in bf16-activation mode; 0 (the case is skipped) where it does not keep them. */
@@ -437,7 +437,7 @@ START_TEST(test_convert) {
         uint16_t *h16 = malloc(nd * 2), *want = malloc(nd * 2);
         for (size_t i = 0; i < nd; i++) h16[i] = want[i] = (uint16_t)(0x1234 + i);
         for (int i = 0; i < rows; i++)
-            for (int j = 0; j < cols; j++) want[(size_t)i * ldd + j] = st_f32_to_bf16(src[(size_t)i * lds + j]);
+            for (int j = 0; j < cols; j++) want[(size_t)i * ldd + j] = trm_f32_to_bf16(src[(size_t)i * lds + j]);
         dmem m = {.b = b};
         void *ds = up(&m, src, ns * sizeof(float)), *dd = up(&m, h16, nd * 2);
         b->convert(b, dd, TRM_BF16, ldd, ds, TRM_F32, lds, rows, cols);
@@ -446,7 +446,7 @@ START_TEST(test_convert) {
         float *back = frand(&r, nd, 7, 8), *wantf = malloc(nd * sizeof(float));
         memcpy(wantf, back, nd * sizeof(float));
         for (int i = 0; i < rows; i++)
-            for (int j = 0; j < cols; j++) wantf[(size_t)i * ldd + j] = st_bf16_to_f32(want[(size_t)i * ldd + j]);
+            for (int j = 0; j < cols; j++) wantf[(size_t)i * ldd + j] = trm_bf16_to_f32(want[(size_t)i * ldd + j]);
         void *df = up(&m, back, nd * sizeof(float));
         b->convert(b, df, TRM_F32, ldd, dd, TRM_BF16, ldd, rows, cols);
         down(&m, back, df, nd * sizeof(float));

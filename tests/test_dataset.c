@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dataset.h"
+#include "data/dataset.h"
 
 #define S 4       /* seq_len of every fixture */
 #define V 1000    /* vocab_size */

@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "check_main.h"
-#include "device.h"
-#include "dist.h"
-#include "run_config.h"
+#include "backend/device.h"
+#include "dist/dist.h"
+#include "train/run_config.h"
 
 static int count_lines(FILE *f) {
     rewind(f);

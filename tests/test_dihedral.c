@@ -3,7 +3,7 @@
 #include <check.h>
 
 #include "check_main.h"
-#include "dihedral.h"
+#include "data/dihedral.h"
 
 /* numpy: a = np.array([[1,2,3],[4,5,6]]); rot90(a) = [[3,6],[2,5],[1,4]] etc. */
 START_TEST(matches_numpy) {

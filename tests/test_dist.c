@@ -9,7 +9,7 @@
 
 #include "check_main.h"
 #include "test_support.h"
-#include "dist.h"
+#include "dist/dist.h"
 
 static void clear_launch_env(void) {
     const char *names[] = {"WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",

@@ -16,10 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "config.h"
-#include "model.h"
-#include "safetensors.h"
+#include "backend/backend.h"
+#include "config/config.h"
+#include "model/model.h"
+#include "io/safetensors.h"
 #include "test_support.h"
 
 typedef struct {

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "model.h"
-#include "rng.h"
+#include "backend/backend.h"
+#include "model/model.h"
+#include "util/rng.h"
 
 typedef struct {
     int mlp_t, pos, loss, ndim, plen;

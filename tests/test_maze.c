@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "build_maze.h"
+#include "data/build_maze.h"
 #include "check_main.h"
-#include "dataset.h"
-#include "dihedral.h"
-#include "maze.h"
+#include "data/dataset.h"
+#include "data/dihedral.h"
+#include "data/maze.h"
 
 #define MAXN 64
 

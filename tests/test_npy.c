@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "npy.h"
+#include "data/npy.h"
 
 static char tmpdir[512];
 

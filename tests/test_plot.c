@@ -9,14 +9,15 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "canvas.h"
+#include "view/canvas.h"
 #include "check_main.h"
-#include "metrics_log.h"
-#include "plot.h"
-#include "png.h"
-#include "report.h"
-#include "run_display.h"
-#include "util.h"
+#include "view/metrics_log.h"
+#include "view/plot.h"
+#include "view/png.h"
+#include "train/train.h"
+#include "view/report.h"
+#include "view/run_display.h"
+#include "util/base.h"
 
 static char *tmp_dir(const char *name) {
     trm_err e = {{0}};

@@ -1,7 +1,7 @@
-/* test_rendezvous.c — the TCP rendezvous (trm/rendezvous.c) between forked processes on a free
+/* test_rendezvous.c — the TCP rendezvous (trm/dist/rendezvous.c) between forked processes on a free
  * local port: the collectives, a client that starts first, world 1, a dying peer, mismatched
  * world sizes, ranks and sizes, the connect timeout, rank 0 reached at another address than
- * 127.0.0.1; and the launcher (trm/launch.c) driving /bin/sh workers: exit statuses, stopping
+ * 127.0.0.1; and the launcher (trm/dist/launch.c) driving /bin/sh workers: exit statuses, stopping
  * the others, the environment of one host and of one host of several, forwarding. */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "check_main.h"
-#include "launch.h"
-#include "rendezvous.h"
+#include "dist/launch.h"
+#include "dist/rendezvous.h"
 #include "test_support.h"
 
 #define HOST "127.0.0.1"

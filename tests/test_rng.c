@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rng.h"
+#include "util/rng.h"
 
 static void check_block(uint64_t key, uint64_t hi, uint64_t lo, const uint32_t want[4]) {
     uint32_t out[4];

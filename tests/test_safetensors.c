@@ -12,8 +12,8 @@
 #include <unistd.h>
 #include <yaml.h>
 
-#include "json.h"
-#include "safetensors.h"
+#include "util/json.h"
+#include "io/safetensors.h"
 
 #define GOLDEN_DIR TRM_SHARED_DIR "/golden"
 #define TMP_DIR TRM_TEST_TMP "/safetensors"
@@ -78,15 +78,15 @@ START_TEST(json_escaping) {
     json_buf b;
     json_buf_init(&b);
     json_str(&b, "q\"b\\s/\n\r\t\b\f\x01\x1f\x7f end");
-    ck_assert_str_eq(b.data, "\"q\\\"b\\\\s/\\n\\r\\t\\b\\f\\u0001\\u001f\\u007f end\"");
+    ck_assert_str_eq(b.p, "\"q\\\"b\\\\s/\\n\\r\\t\\b\\f\\u0001\\u001f\\u007f end\"");
     json_buf_clear(&b);
     /* valid UTF-8 passes through; C1 controls, line separators and invalid bytes do not */
     json_str(&b, "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80|\xc2\x85|\xe2\x80\xa8|\xff|\xc3|\xed\xa0\x80");
-    ck_assert_str_eq(b.data, "\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80|\\u0085|\\u2028|\xef\xbf\xbd|\xef\xbf\xbd|"
+    ck_assert_str_eq(b.p, "\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80|\\u0085|\\u2028|\xef\xbf\xbd|\xef\xbf\xbd|"
                              "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"");
     json_buf_clear(&b);
     json_strn(&b, "a\0b", 3);
-    ck_assert_str_eq(b.data, "\"a\\u0000b\"");
+    ck_assert_str_eq(b.p, "\"a\\u0000b\"");
     json_buf_free(&b);
     char *q = json_quote("x\"y");
     ck_assert_str_eq(q, "\"x\\\"y\"");
@@ -117,12 +117,12 @@ START_TEST(json_structure_and_numbers) {
     json_obj_begin(&b);
     json_kv_double(&b, "x", 1e300);
     json_obj_end(&b);
-    ck_assert_str_eq(b.data, "{\"step\":-9223372036854775808,\"loss\":0.10000000000000001,\"nan\":null,\"inf\":null,"
+    ck_assert_str_eq(b.p, "{\"step\":-9223372036854775808,\"loss\":0.10000000000000001,\"nan\":null,\"inf\":null,"
                              "\"ok\":true,\"none\":null,\"list\":[18446744073709551615,2.5,null,{}]}\n"
                              "{\"x\":1.0000000000000001e+300}");
     char *s = json_buf_take(&b);
     ck_assert_uint_eq(b.len, 0);
-    ck_assert_str_eq(b.data, "");
+    ck_assert_str_eq(b.p, "");
     free(s);
     json_buf_free(&b);
 }
@@ -147,7 +147,7 @@ START_TEST(json_escaping_round_trips_through_libyaml) {
     yaml_parser_t p;
     yaml_document_t d;
     ck_assert(yaml_parser_initialize(&p));
-    yaml_parser_set_input_string(&p, (const unsigned char *)b.data, b.len);
+    yaml_parser_set_input_string(&p, (const unsigned char *)b.p, b.len);
     ck_assert_msg(yaml_parser_load(&p, &d), "libyaml: %s", p.problem);
     yaml_node_t *root = yaml_document_get_root_node(&d);
     ck_assert(root && root->type == YAML_MAPPING_NODE);

@@ -1,5 +1,5 @@
-/* test_sudoku.c — the 9×9 Sudoku solver, generator and shuffle (trm/sudoku.c) and the
- * `trm data sudoku` dataset builder (trm/build_sudoku.c): known hard puzzles, solution
+/* test_sudoku.c — the 9×9 Sudoku solver, generator and shuffle (trm/data/sudoku.c) and the
+ * `trm data sudoku` dataset builder (trm/data/build_sudoku.c): known hard puzzles, solution
  * counting, uniqueness and clue bounds of generated puzzles, augmentations that are true
  * Sudoku symmetries, the dataset layout, and CSV errors that name the line. */
 #include <check.h>
@@ -7,10 +7,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "build_sudoku.h"
+#include "data/build_sudoku.h"
 #include "check_main.h"
-#include "dataset.h"
-#include "sudoku.h"
+#include "data/dataset.h"
+#include "data/sudoku.h"
 
 #define HARD_CSV TRM_SOURCE_DIR "/tests/data/sudoku_hard.csv"
 

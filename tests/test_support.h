@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 
 typedef struct {
     uint64_t s;

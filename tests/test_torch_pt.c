@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
-#include "pickle.h"
-#include "torch_pt.h"
-#include "zip.h"
+#include "io/checkpoint.h"
+#include "io/pickle.h"
+#include "io/torch_pt.h"
+#include "io/zip.h"
 
 #define TMP_DIR TRM_TEST_TMP "/torch_pt"
 #define FIXTURE TRM_SOURCE_DIR "/tests/data/torch_like.pt"

@@ -9,11 +9,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "build_sudoku4.h"
-#include "checkpoint.h"
-#include "rng.h"
-#include "commands.h"
-#include "safetensors.h"
+#include "data/build_sudoku4.h"
+#include "io/checkpoint.h"
+#include "util/rng.h"
+#include "cli/commands.h"
+#include "io/safetensors.h"
 
 static const char *tmp_root(void) {
     mkdir(TRM_TEST_TMP, 0755);

@@ -1,11 +1,11 @@
 /* act.cu — ACT bookkeeping on the device: resetting halted rows of the carry, the halting
- * decision with exploration (trm/act_rules.h, the code the cpu backend runs too, so both halt
+ * decision with exploration (trm/backend/act_rules.h, the code the cpu backend runs too, so both halt
  * the same samples) and the Q-continue target. The step counter is read from device memory
  * so that a captured step replays with the current value. */
 #include "common.cuh"
 
 extern "C" {
-#include "act_rules.h"
+#include "backend/backend.h"
 }
 
 template <typename T>

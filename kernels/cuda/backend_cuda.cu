@@ -17,7 +17,7 @@
 #include "common.cuh"
 
 extern "C" {
-#include "util.h"
+#include "util/util.h"
 trm_backend *trm_cuda_backend_create(int index, trm_err *e);
 int trm_cuda_probe(char *desc, size_t desc_len);
 }

@@ -11,7 +11,7 @@
 #include <stddef.h>
 
 extern "C" {
-#include "backend.h"
+#include "backend/backend.h"
 }
 
 typedef __nv_bfloat16 bf16;

@@ -10,7 +10,7 @@
 #include "common.cuh"
 
 extern "C" {
-#include "dist.h"
+#include "dist/dist.h"
 }
 
 typedef struct {

@@ -1,7 +1,8 @@
 #version 460
 // act.comp — ACT bookkeeping on the device: resetting halted rows of the carry, the halting
-// decision with exploration (the rule and Philox4x32-10 block of trm/act_rules.h, written
-// with 32-bit halves so that every backend halts the same samples) and the Q-continue target.
+// decision with exploration (the rule of trm/backend/act_rules.h and the Philox4x32-10 block
+// of trm/util/philox.h, written with 32-bit halves so that every backend halts the same
+// samples) and the Q-continue target.
 // The step counter is read from device memory. Counterpart of kernels/cuda/act.cu.
 #extension GL_EXT_shader_8bit_storage : require
 #include "common.glsl"
@@ -43,7 +44,7 @@ uvec4 philox(uvec2 key, uvec2 hi, uvec2 lo) {
     return uvec4(c0, c1, c2, c3);
 }
 
-// trm_act_halts of trm/act_rules.h.
+// trm_act_halts of trm/backend/act_rules.h.
 bool act_halts(int steps, int hmax, float q_halt, float q_continue, uvec2 rng_step, uint b) {
     bool h = steps >= hmax;
     if (pc.training != 0u && hmax > 1) {

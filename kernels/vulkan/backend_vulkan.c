@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "vk.h"
 
 trm_backend *trm_mps_backend_create(int index, trm_err *e);

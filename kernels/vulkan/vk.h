@@ -14,7 +14,7 @@
 #include <vulkan/vulkan.h>
 
 #include "spirv_modules.h"
-#include "util.h"
+#include "util/util.h"
 
 #define VK_GLOBAL_FUNCS(X) \
     X(vkCreateInstance) X(vkEnumerateInstanceExtensionProperties) X(vkEnumerateInstanceLayerProperties)

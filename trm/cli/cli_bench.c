@@ -1,0 +1,142 @@
+/* cli_bench.c — `trm bench`: times training steps (ACT step + optimisers) of a config on
+ * synthetic data, so speed can be measured without a dataset: median ms/step, examples/s,
+ * model TFLOP/s estimate and peak memory. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "backend/backend.h"
+#include "util/util.h"
+#include "train/train.h"
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Forward+backward FLOPs of one training step (GEMMs only): 2·rows·in·out per linear, ×3
+ * for the final (saved) cycle's Net calls, ×1 for the no-grad ones; attention adds
+ * 4·B·H·T²·hd. The Net calls per level come from the architecture. */
+static double step_flops(const trm_model *m) {
+    double R = (double)m->B * m->T, D = m->D, per_layer;
+    if (m->cfg.mlp_t)
+        per_layer = 2.0 * m->B * D * m->T * 3.0 * m->It;
+    else
+        per_layer = 2.0 * R * D * 4.0 * m->A + 4.0 * m->B * (double)m->H * m->T * (double)m->T * m->hd;
+    per_layer += 2.0 * R * D * 3.0 * m->I;
+    double total = 3.0 * 2.0 * R * D * m->V;
+    for (int lv = 0; lv < TRM_NLEVELS; lv++) {
+        int nograd, grad;
+        trm_model_net_calls(&m->cfg, lv, &nograd, &grad);
+        total += per_layer * m->level_layers[lv] * (nograd + 3.0 * grad);
+    }
+    return total;
+}
+
+int cmd_bench(int argc, char **argv, const trm_globals *g) {
+    int64_t steps = 30, warmup = 5, seq_len = 81, vocab = 11, num_ids = 1;
+    int json = 0;
+    char **rest = xcalloc((size_t)argc + 1, sizeof *rest);
+    int nrest = 0;
+    for (int i = 0; i < argc; i++) {
+        int64_t *dst = !strcmp(argv[i], "--steps") ? &steps : !strcmp(argv[i], "--warmup") ? &warmup
+                     : !strcmp(argv[i], "--seq-len") ? &seq_len : !strcmp(argv[i], "--vocab") ? &vocab
+                     : !strcmp(argv[i], "--num-ids") ? &num_ids : NULL;
+        if (dst) {
+            char *end;
+            if (i + 1 >= argc || (*dst = strtoll(argv[i + 1], &end, 10), *end) || *dst < 1) {
+                fprintf(stderr, "trm bench: %s needs a positive integer\n", argv[i]);
+                free(rest);
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else {
+            rest[nrest++] = argv[i];
+        }
+    }
+    const char *cfg_name;
+    char **ov;
+    int n;
+    trm_err e = {{0}};
+    int rc = 2;
+    cfg_node *cfg = NULL;
+    trm_run_config rcfg;
+    memset(&rcfg, 0, sizeof rcfg);
+    trm_backend *be = NULL;
+    trm_model m;
+    memset(&m, 0, sizeof m);
+    trm_plan plan;
+    memset(&plan, 0, sizeof plan);
+    if (trm_collect_overrides(nrest, rest, &cfg_name, &ov, &n, &e) ||
+        !(cfg = cfg_compose(&g->search, cfg_name ? cfg_name : "cfg_pretrain", n, ov, &e)) ||
+        trm_run_config_read(&rcfg, cfg, &e))
+        goto out;
+    rc = 1;
+    trm_device_request req = {.want_compile = rcfg.compile, .want_bf16 = rcfg.arch.forward_bf16};
+    trm_device_choice dc;
+    if (trm_device_choose(rcfg.device, &req, &dc, stderr, &e) || !(be = trm_device_open(&dc, &e))) goto out;
+    trm_dataset_meta meta = {.seq_len = seq_len, .vocab_size = vocab, .num_puzzle_identifiers = num_ids};
+    trm_model_config mc;
+    trm_model_config_for(&mc, &rcfg, &meta, (int)rcfg.global_batch_size);
+    if (trm_model_create(&m, &mc, be, 0, rcfg.ema, &e)) goto out;
+    trm_plan_init(&plan, &m, dc.compile);
+
+    size_t BS = (size_t)m.B * m.S;
+    int32_t *in = xmalloc(BS * sizeof(int32_t)), *lab = xmalloc(BS * sizeof(int32_t)), *pid = xmalloc((size_t)m.B * sizeof(int32_t));
+    trm_rng r;
+    trm_rng_init(&r, 1, 1);
+    double *ms = xmalloc(sizeof(double) * (size_t)steps);
+    for (int64_t s = 0; s < warmup + steps; s++) {
+        for (size_t i = 0; i < BS; i++) in[i] = 1 + (int32_t)trm_rng_below(&r, (uint64_t)vocab - 1), lab[i] = in[i];
+        for (int b = 0; b < m.B; b++) pid[b] = (int32_t)trm_rng_below(&r, (uint64_t)num_ids);
+        double t0 = trm_now_seconds();
+        trm_model_set_batch(&m, in, lab, pid);
+        trm_step_opts so = {.training = 1, .want_grad = 1, .grad_scale = 1.0f / (float)m.B, .rng_step = (uint64_t)s};
+        trm_plan_step(&plan, &so);
+        trm_optim_opts oo = {.lr = 1e-4, .puzzle_emb_lr = 1e-2, .weight_decay = 0.1, .puzzle_emb_weight_decay = 0.1,
+                             .beta1 = 0.9, .beta2 = 0.95, .t = s + 1, .ema = rcfg.ema, .ema_rate = 0.999};
+        trm_model_optim_step(&m, &oo);
+        be->sync(be);
+        if (s >= warmup) ms[s - warmup] = 1e3 * (trm_now_seconds() - t0);
+    }
+    qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
+    double med = steps % 2 ? ms[steps / 2] : 0.5 * (ms[steps / 2 - 1] + ms[steps / 2]);
+    double exs = (double)m.B / (med / 1e3), tflops = step_flops(&m) / (med / 1e3) / 1e12;
+    double rss = (double)trm_peak_rss_bytes() / (1024.0 * 1024.0);
+    /* Device memory in use after the run (everything is allocated up front, so this is the
+     * peak; it includes the runtime's own context). */
+    size_t dfree = 0, dtotal = 0;
+    if (be->mem_info && !be->caps.unified_memory) be->mem_info(be, &dfree, &dtotal); /* host: peak RSS says it */
+    double dev_gib = dtotal ? (double)(dtotal - dfree) / 1073741824.0 : 0.0;
+    if (json)
+        printf("{\"backend\": \"%s\", \"batch\": %d, \"seq_len\": %d, \"hidden\": %d, \"mlp_t\": %s, \"steps\": %" PRId64
+               ", \"ms_per_step_median\": %.3f, \"ms_min\": %.3f, \"ms_max\": %.3f, \"examples_per_s\": %.1f, "
+               "\"model_tflops\": %.4f, \"peak_rss_mib\": %.1f, \"device_mem_gib\": %.2f, \"compile\": %s, "
+               "\"bf16\": %s}\n",
+               be->name, m.B, m.S, m.D, m.cfg.mlp_t ? "true" : "false", steps, med, ms[0], ms[steps - 1], exs, tflops, rss,
+               dev_gib, plan.enabled ? "true" : "false", be->use_bf16 ? "true" : "false");
+    else
+        printf("%s: %d x %d tokens, hidden %d, %s, compile %s, %s: median %.2f ms/step (min %.2f, max %.2f over %" PRId64
+               " steps), %.0f examples/s, %.3f model TFLOP/s, peak RSS %.1f MiB, device memory %.2f GiB\n",
+               be->name, m.B, m.S, m.D, m.cfg.mlp_t ? "mlp_t" : "attention", plan.enabled ? "on" : "off",
+               be->use_bf16 ? "bf16" : "fp32", med, ms[0], ms[steps - 1], steps, exs, tflops, rss, dev_gib);
+    free(in);
+    free(lab);
+    free(pid);
+    free(ms);
+    rc = 0;
+out:
+    if (rc) fprintf(stderr, "trm bench: %s\n", e.msg);
+    trm_plan_free(&plan);
+    if (m.be) trm_model_destroy(&m);
+    if (be) be->destroy(be);
+    trm_run_config_free(&rcfg);
+    cfg_free(cfg);
+    free(ov);
+    free(rest);
+    return rc;
+}

@@ -1,0 +1,368 @@
+/* base.c — error messages, checked allocation, atomic file writes, mmap and clock wrappers.
+ * The only place with POSIX file-system calls, so porting means touching one file. */
+#define _POSIX_C_SOURCE 200809L
+#include "base.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int trm_errf(trm_err *e, const char *fmt, ...) {
+    if (e) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+int trm_err_prefix(trm_err *e, const char *fmt, ...) {
+    if (e) {
+        char pre[1024], old[sizeof e->msg];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(pre, sizeof pre, fmt, ap);
+        va_end(ap);
+        memcpy(old, e->msg, sizeof old);
+        /* truncation is acceptable for an error message; bounded copies keep gcc quiet */
+        size_t np = strnlen(pre, sizeof pre), room = sizeof e->msg - 1;
+        if (np > room) np = room;
+        memcpy(e->msg, pre, np);
+        size_t o = np;
+        const char *sep = ": ";
+        for (int i = 0; i < 2 && o < room; i++) e->msg[o++] = sep[i];
+        size_t no = strnlen(old, sizeof old);
+        if (no > room - o) no = room - o;
+        memcpy(e->msg + o, old, no);
+        e->msg[o + no] = 0;
+    }
+    return -1;
+}
+
+/* Host allocations are small next to the model's buffers (which report through the backend
+ * with advice); when even one fails there is nothing to recover, but say how much was asked
+ * for, what is free and what to lower. The last checkpoint on disk is untouched. */
+static void oom(size_t n) {
+    fprintf(stderr, "trm: out of host memory allocating %.1f MiB (%.1f GiB available); lower global_batch_size, "
+                    "use forward_dtype=bfloat16 or fewer H/L cycles\n",
+            (double)n / 1048576.0, (double)trm_host_memory_available() / 1073741824.0);
+    abort();
+}
+
+void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) oom(n);
+    return p;
+}
+
+void *xcalloc(size_t n, size_t sz) {
+    void *p = calloc(n ? n : 1, sz ? sz : 1);
+    if (!p) oom(n * sz);
+    return p;
+}
+
+void *xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) oom(n);
+    return q;
+}
+
+char *xstrdup(const char *s) { return xstrndup(s, strlen(s)); }
+
+char *xstrndup(const char *s, size_t n) {
+    char *d = xmalloc(n + 1);
+    memcpy(d, s, n);
+    d[n] = 0;
+    return d;
+}
+
+char *xasprintf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = xmalloc((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+char *trm_read_file(const char *path, size_t *len, trm_err *e) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        trm_errf(e, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = xmalloc(cap);
+    for (;;) {
+        if (n + 1 >= cap) buf = xrealloc(buf, cap *= 2);
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        trm_errf(e, "%s: read error", path);
+        return NULL;
+    }
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}
+
+static int write_all(int fd, const void *data, size_t len) {
+    const char *p = data;
+    while (len) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int trm_write_file_atomic(const char *path, const void *data, size_t len, trm_err *e) {
+    char *tmp = xasprintf("%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        trm_errf(e, "%s: cannot create: %s", tmp, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    if (write_all(fd, data, len) != 0 || fsync(fd) != 0) {
+        trm_errf(e, "%s: write failed: %s", tmp, strerror(errno));
+        close(fd);
+        unlink(tmp);
+        free(tmp);
+        return -1;
+    }
+    close(fd);
+    if (rename(tmp, path) != 0) {
+        trm_errf(e, "%s: cannot rename into place: %s", path, strerror(errno));
+        unlink(tmp);
+        free(tmp);
+        return -1;
+    }
+    free(tmp);
+    return 0;
+}
+
+int trm_mkdirs(const char *path, trm_err *e) {
+    char *p = xstrdup(path);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/') continue;
+        *s = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+            trm_errf(e, "%s: cannot create directory: %s", p, strerror(errno));
+            free(p);
+            return -1;
+        }
+        *s = '/';
+    }
+    if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+        trm_errf(e, "%s: cannot create directory: %s", p, strerror(errno));
+        free(p);
+        return -1;
+    }
+    free(p);
+    if (!trm_is_dir(path)) return trm_errf(e, "%s: exists and is not a directory", path);
+    return 0;
+}
+
+int trm_file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+int trm_is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+char *trm_path_join(const char *a, const char *b) {
+    size_t la = strlen(a);
+    if (la == 0) return xstrdup(b);
+    return xasprintf("%s%s%s", a, a[la - 1] == '/' ? "" : "/", b);
+}
+
+int trm_mmap_open(trm_mmap *m, const char *path, trm_err *e) {
+    m->data = NULL;
+    m->size = 0;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return trm_errf(e, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return trm_errf(e, "%s: not a regular file", path);
+    }
+    m->size = (size_t)st.st_size;
+    if (m->size == 0) {
+        close(fd);
+        return 0;
+    }
+    void *p = mmap(NULL, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return trm_errf(e, "%s: cannot map: %s", path, strerror(errno));
+    m->data = p;
+    return 0;
+}
+
+void trm_mmap_close(trm_mmap *m) {
+    if (m->data) munmap(m->data, m->size);
+    m->data = NULL;
+    m->size = 0;
+}
+
+double trm_now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int trm_remove_tree(const char *path, trm_err *e) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : trm_errf(e, "%s: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(path);
+        if (!d) return trm_errf(e, "%s: cannot open directory: %s", path, strerror(errno));
+        struct dirent *de;
+        int rc = 0;
+        while (rc == 0 && (de = readdir(d))) {
+            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+            char *child = trm_path_join(path, de->d_name);
+            rc = trm_remove_tree(child, e);
+            free(child);
+        }
+        closedir(d);
+        if (rc) return rc;
+        if (rmdir(path) != 0) return trm_errf(e, "%s: cannot remove: %s", path, strerror(errno));
+        return 0;
+    }
+    if (unlink(path) != 0) return trm_errf(e, "%s: cannot remove: %s", path, strerror(errno));
+    return 0;
+}
+
+int trm_rename(const char *from, const char *to, trm_err *e) {
+    if (rename(from, to) != 0) return trm_errf(e, "cannot rename %s to %s: %s", from, to, strerror(errno));
+    return 0;
+}
+
+int trm_parse_i64(const char *opt, const char *value, int64_t *out, trm_err *e) {
+    if (!value) return trm_errf(e, "%s needs a value", opt);
+    char *end;
+    errno = 0;
+    long long x = strtoll(value, &end, 10);
+    if (*end || end == value || errno) return trm_errf(e, "%s: expected an integer, got '%s'", opt, value);
+    *out = (int64_t)x;
+    return 0;
+}
+
+uint64_t trm_host_memory_bytes(void) {
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && size > 0) return (uint64_t)pages * (uint64_t)size;
+#endif
+    return 0;
+}
+
+uint64_t trm_host_memory_available(void) {
+#if defined(__linux__)
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kib = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+    if (f) fclose(f);
+    if (kib) return (uint64_t)kib * 1024u;
+#endif
+#if defined(_SC_AVPHYS_PAGES) && defined(_SC_PAGESIZE)
+    long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && size > 0) return (uint64_t)pages * (uint64_t)size;
+#endif
+    return 0;
+}
+
+uint64_t trm_peak_rss_bytes(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+#if defined(__APPLE__)
+    return (uint64_t)ru.ru_maxrss; /* bytes on macOS */
+#else
+    return (uint64_t)ru.ru_maxrss * 1024u; /* KiB on Linux */
+#endif
+}
+
+int trm_mkdirs_for(const char *path, trm_err *e) {
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path) return 0;
+    char *dir = xstrndup(path, (size_t)(slash - path));
+    int rc = trm_mkdirs(dir, e);
+    free(dir);
+    return rc;
+}
+
+size_t trm_edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b), w = lb + 1;
+    size_t *d = xmalloc((la + 1) * w * sizeof *d); /* d[i*w+j]: a[0,i) against b[0,j) */
+    for (size_t i = 0; i <= la; i++) d[i * w] = i;
+    for (size_t j = 0; j <= lb; j++) d[j] = j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            size_t best = d[(i - 1) * w + j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[(i - 1) * w + j] + 1 < best) best = d[(i - 1) * w + j] + 1;
+            if (d[i * w + j - 1] + 1 < best) best = d[i * w + j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[(i - 2) * w + j - 2] + 1 < best)
+                best = d[(i - 2) * w + j - 2] + 1; /* two neighbours swapped: one typo */
+            d[i * w + j] = best;
+        }
+    size_t r = d[la * w + lb];
+    free(d);
+    return r;
+}
+
+const char *trm_nearest(const char *word, const char *const *cands, size_t n) {
+    size_t la = strlen(word), nprefix = 0;
+    const char *prefixed = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (la >= 2 && !strncmp(word, cands[i], la)) nprefix++, prefixed = cands[i];
+    if (nprefix == 1) return prefixed; /* "pre" for "pretrain" */
+    const char *best = NULL;
+    size_t bestd = (size_t)-1;
+    for (size_t i = 0; i < n; i++) {
+        size_t d = trm_edit_distance(word, cands[i]);
+        if (d < bestd) bestd = d, best = cands[i];
+    }
+    if (!best) return NULL;
+    size_t lb = strlen(best), longer = la > lb ? la : lb;
+    return bestd * 3 <= longer ? best : NULL;
+}
+
+uint16_t trm_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+float trm_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}

@@ -1,0 +1,213 @@
+/* run_display.c — the status lines of run_display.h. Formatting is kept apart from output so
+ * that the fitting rules can be tested at any width. */
+#include "run_display.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/util.h"
+
+void trm_format_duration(double s, char *out, size_t n) {
+    if (!(s >= 0) || s > 1e9) {
+        snprintf(out, n, "?");
+        return;
+    }
+    long t = lround(s);
+    if (t < 60) snprintf(out, n, "%lds", t);
+    else if (t < 3600) snprintf(out, n, "%ldm%02lds", t / 60, t % 60);
+    else if (t < 86400) snprintf(out, n, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
+    else snprintf(out, n, "%ldd%02ldh", t / 86400, (t % 86400) / 3600);
+}
+
+static void format_rate(double r, const char *unit, char *out, size_t n) {
+    if (r >= 1e5) snprintf(out, n, "%.0fk %s", r / 1e3, unit);
+    else if (r >= 1e4) snprintf(out, n, "%.1fk %s", r / 1e3, unit);
+    else if (r >= 100) snprintf(out, n, "%.0f %s", r, unit);
+    else if (r >= 10) snprintf(out, n, "%.1f %s", r, unit);
+    else snprintf(out, n, "%.2f %s", r, unit);
+}
+
+/* A line is a sequence of fields in display order; each has a priority (0 = kept longest)
+ * and the bar is the one field whose width stretches. */
+enum { MAX_FIELDS = 16, FIELD_LEN = 48, BAR_MIN = 10, BAR_MAX = 30 };
+
+typedef struct {
+    char text[FIELD_LEN];
+    int prio, bar;
+} field;
+
+typedef struct {
+    field f[MAX_FIELDS];
+    int n;
+    double fraction; /* of the bar that is filled */
+} line_spec;
+
+static void add(line_spec *l, int prio, const char *text) {
+    if (l->n == MAX_FIELDS) return;
+    field *f = &l->f[l->n++];
+    snprintf(f->text, sizeof f->text, "%s", text);
+    f->prio = prio, f->bar = 0;
+}
+
+static void add_bar(line_spec *l, int prio, double fraction) {
+    add(l, prio, "");
+    l->f[l->n - 1].bar = 1;
+    l->fraction = fraction < 0 ? 0 : fraction > 1 ? 1 : fraction;
+}
+
+static size_t width_of(const line_spec *l, const int *keep, int barw) {
+    size_t w = 0;
+    int k = 0;
+    for (int i = 0; i < l->n; i++) {
+        if (!keep[i]) continue;
+        w += (k++ ? 1 : 0) + (l->f[i].bar ? (size_t)barw : strlen(l->f[i].text));
+    }
+    return w;
+}
+
+/* Drops the lowest-priority fields until the line fits width-1 columns, then widens the bar
+ * into the room left. */
+static size_t render(const line_spec *l, int width, char *out, size_t n) {
+    int keep[MAX_FIELDS];
+    for (int i = 0; i < l->n; i++) keep[i] = 1;
+    size_t room = width > 1 ? (size_t)width - 1 : 0;
+    for (;;) {
+        if (width_of(l, keep, BAR_MIN) <= room) break;
+        int worst = -1;
+        for (int i = 0; i < l->n; i++)
+            if (keep[i] && (worst < 0 || l->f[i].prio >= l->f[worst].prio)) worst = i;
+        if (worst < 0 || l->f[worst].prio == 0) break; /* the first field always stays */
+        keep[worst] = 0;
+    }
+    int barw = BAR_MIN;
+    size_t w = width_of(l, keep, barw);
+    if (w < room) barw += (int)(room - w) < BAR_MAX - BAR_MIN ? (int)(room - w) : BAR_MAX - BAR_MIN;
+    size_t o = 0;
+    int k = 0;
+    for (int i = 0; i < l->n && o + 1 < n; i++) {
+        if (!keep[i]) continue;
+        if (k++) out[o++] = ' ';
+        if (l->f[i].bar) {
+            int inner = barw - 2, filled = (int)floor(l->fraction * inner + 1e-9);
+            for (int j = 0; j < barw && o + 1 < n; j++)
+                out[o++] = j == 0 ? '[' : j == barw - 1 ? ']' : j - 1 < filled ? '#' : '.';
+        } else {
+            for (const char *c = l->f[i].text; *c && o + 1 < n; c++) out[o++] = *c;
+        }
+    }
+    if (o > room) o = room; /* a first field longer than the terminal */
+    out[o] = 0;
+    return o;
+}
+
+size_t trm_train_status_format(const trm_train_status *s, int width, char *out, size_t n) {
+    line_spec l = {.n = 0};
+    char t[FIELD_LEN], d[32];
+    double frac = s->total_steps > 0 ? (double)s->step / (double)s->total_steps : 0;
+    snprintf(t, sizeof t, "step %lld/%lld", (long long)s->step, (long long)s->total_steps);
+    add(&l, 0, t);
+    add_bar(&l, 5, frac);
+    snprintf(t, sizeof t, "%.0f%%", floor(100 * frac));
+    add(&l, 7, t);
+    if (s->steps_per_s > 0) {
+        format_rate(s->steps_per_s, "it/s", t, sizeof t);
+        add(&l, 3, t);
+    }
+    if (s->examples_per_s > 0) {
+        format_rate(s->examples_per_s, "ex/s", t, sizeof t);
+        add(&l, 4, t);
+    }
+    if (s->eta_s >= 0) {
+        trm_format_duration(s->eta_s, d, sizeof d);
+        snprintf(t, sizeof t, "ETA %s", d);
+        add(&l, 1, t);
+    }
+    if (s->have_metrics) {
+        snprintf(t, sizeof t, "loss %.4g", s->lm_loss);
+        add(&l, 2, t);
+        snprintf(t, sizeof t, "exact %.3f", s->exact_accuracy);
+        add(&l, 6, t);
+        snprintf(t, sizeof t, "q_halt_loss %.3g", s->q_halt_loss);
+        add(&l, 8, t);
+        snprintf(t, sizeof t, "acc %.3f", s->accuracy);
+        add(&l, 9, t);
+        snprintf(t, sizeof t, "ACT steps %.2f", s->act_steps);
+        add(&l, 10, t);
+        snprintf(t, sizeof t, "lr %.3g", s->lr);
+        add(&l, 11, t);
+    }
+    return render(&l, width, out, n);
+}
+
+size_t trm_eval_status_format(int64_t step, const char *set, int64_t done, int64_t total, double eta_s, int width,
+                              char *out, size_t n) {
+    line_spec l = {.n = 0};
+    char t[FIELD_LEN], d[32];
+    double frac = total > 0 ? (double)done / (double)total : 0;
+    if (step >= 0) snprintf(t, sizeof t, "eval step %lld", (long long)step);
+    else snprintf(t, sizeof t, "eval");
+    add(&l, 0, t);
+    if (set && *set) {
+        snprintf(t, sizeof t, "[%.32s]", set);
+        add(&l, 4, t);
+    }
+    snprintf(t, sizeof t, "%lld/%lld", (long long)done, (long long)total);
+    add(&l, 1, t);
+    add_bar(&l, 3, frac);
+    snprintf(t, sizeof t, "%.0f%%", floor(100 * frac));
+    add(&l, 5, t);
+    if (eta_s >= 0) {
+        trm_format_duration(eta_s, d, sizeof d);
+        snprintf(t, sizeof t, "ETA %s", d);
+        add(&l, 2, t);
+    }
+    return render(&l, width, out, n);
+}
+
+void trm_display_init(trm_display *d, FILE *out, int enabled, int tty) {
+    *d = (trm_display){.out = out, .enabled = enabled, .tty = enabled && tty, .interval = 1.0,
+                       .plain_interval = 30.0};
+    /* TRM_PROGRESS_INTERVAL=S redraws every S seconds (a slow remote terminal wants fewer) */
+    const char *env = getenv("TRM_PROGRESS_INTERVAL");
+    double v = env ? strtod(env, NULL) : 0;
+    if (v >= 0.05 && v <= 3600) d->interval = v;
+    /* a terminal shows the status at once; a log's first progress line comes after a full
+     * interval, so short phases add no lines */
+    d->last = d->tty ? -1e300 : trm_now_seconds();
+}
+
+int trm_display_due(const trm_display *d) {
+    return d->enabled && trm_now_seconds() - d->last >= (d->tty ? d->interval : d->plain_interval);
+}
+
+int trm_display_width(const trm_display *d) { return d->tty ? trm_term_columns(d->out) : 120; }
+
+void trm_display_progress(trm_display *d, const char *line, int plain) {
+    if (!d->enabled || (!d->tty && !plain)) return;
+    d->last = trm_now_seconds();
+    size_t len = strlen(line);
+    if (!d->tty) {
+        fprintf(d->out, "%s\n", line);
+    } else {
+        /* pad over the tail of a longer previous line */
+        int pad = d->shown > len ? (int)(d->shown - len) : 0;
+        fprintf(d->out, "\r%s%*s", line, pad, "");
+        if (pad) fprintf(d->out, "\r%s", line);
+        d->shown = len;
+    }
+    fflush(d->out);
+}
+
+void trm_display_clear(trm_display *d) {
+    if (!d->enabled) return;
+    if (d->tty && d->shown) {
+        fprintf(d->out, "\r%*s\r", (int)d->shown, "");
+        fflush(d->out);
+    }
+    d->shown = 0;
+    /* a terminal shows the status again at once; a log gets its next progress line only after
+     * a full interval without other output */
+    d->last = d->tty ? -1e300 : trm_now_seconds();
+}
