@@ -177,12 +177,7 @@ static void drop_mpi_environment(void) {
 
 /* The child between fork and exec; never returns. An exec failure's errno goes up errfd. */
 static void exec_worker(const launch_plan *p, int local, const sigset_t *mask, int errfd) {
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    sigaction(SIGINT, &dfl, NULL);
-    sigaction(SIGTERM, &dfl, NULL);
+    trm_signals_handle(SIG_DFL);
     sigprocmask(SIG_SETMASK, mask, NULL); /* a stop that came during the fork now ends the child */
     drop_mpi_environment();
     int ok = setenv_int("RANK", p->rank_base + local) == 0 && setenv_int("LOCAL_RANK", local) == 0 &&

@@ -612,19 +612,9 @@ void pk_tensors_free(pk_tensors *t) {
 
 /* ---- writer ----------------------------------------------------------------------------- */
 
-typedef struct {
-    unsigned char *p;
-    size_t n, cap;
-} wbuf;
+typedef trm_sbuf wbuf; /* bytes, in util's growable buffer */
 
-static void w_put(wbuf *b, const void *s, size_t n) {
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2 + 256;
-        b->p = xrealloc(b->p, b->cap);
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-}
+static void w_put(wbuf *b, const void *s, size_t n) { sb_putn(b, s, n); }
 
 static void w_op(wbuf *b, unsigned char op) { w_put(b, &op, 1); }
 
@@ -721,6 +711,6 @@ unsigned char *pk_write_tensors(const pk_wtensor *t, int n, int ordered, size_t 
         if (i % 1000 == 999 || i == n - 1) w_op(&b, 'u');
     }
     w_op(&b, '.');
-    *len = b.n;
-    return b.p;
+    *len = b.len;
+    return (unsigned char *)b.p;
 }

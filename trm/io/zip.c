@@ -293,19 +293,9 @@ void zip_writer_free(zip_writer *w) {
     memset(w, 0, sizeof *w);
 }
 
-typedef struct {
-    unsigned char *p;
-    size_t n, cap;
-} bytes;
+typedef trm_sbuf bytes; /* the archive, in util's growable buffer */
 
-static void put(bytes *b, const void *s, size_t n) {
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) + (b->n + n) / 2 + 256;
-        b->p = xrealloc(b->p, b->cap);
-    }
-    if (n) memcpy(b->p + b->n, s, n);
-    b->n += n;
-}
+static void put(bytes *b, const void *s, size_t n) { sb_putn(b, s, n); }
 
 static void put16(bytes *b, uint32_t v) {
     unsigned char t[2] = {(unsigned char)v, (unsigned char)(v >> 8)};
@@ -339,12 +329,10 @@ typedef struct {
     int z64;
 } wmeta;
 
-static void local_header(bytes *b, const zip_wentry *en, wmeta *m) {
-    size_t nlen = strlen(en->name);
-    size_t fixed = b->n + LOCAL_LEN + nlen + (m->z64 ? 20u : 0u) + 4u;
-    size_t pad = (ALIGN - fixed % ALIGN) % ALIGN;
-    put32(b, SIG_LOCAL);
-    put16(b, m->z64 ? 45 : 20);
+/* What the local and the central header both say after their versions: no flags, stored,
+ * time 0 on 1980-01-01, the crc, both sizes (0xFFFFFFFF: in the zip64 extra), the name's
+ * length. */
+static void common_fields(bytes *b, const zip_wentry *en, const wmeta *m, size_t nlen) {
     put16(b, 0);
     put16(b, 0);
     put16(b, 0);
@@ -353,6 +341,15 @@ static void local_header(bytes *b, const zip_wentry *en, wmeta *m) {
     put32(b, m->z64 ? 0xFFFFFFFFu : (uint32_t)en->n);
     put32(b, m->z64 ? 0xFFFFFFFFu : (uint32_t)en->n);
     put16(b, (uint32_t)nlen);
+}
+
+static void local_header(bytes *b, const zip_wentry *en, wmeta *m) {
+    size_t nlen = strlen(en->name);
+    size_t fixed = b->len + LOCAL_LEN + nlen + (m->z64 ? 20u : 0u) + 4u;
+    size_t pad = (ALIGN - fixed % ALIGN) % ALIGN;
+    put32(b, SIG_LOCAL);
+    put16(b, m->z64 ? 45 : 20);
+    common_fields(b, en, m, nlen);
     put16(b, (uint32_t)((m->z64 ? 20u : 0u) + 4u + pad));
     put(b, en->name, nlen);
     if (m->z64) {
@@ -372,14 +369,7 @@ static void central_header(bytes *b, const zip_wentry *en, const wmeta *m) {
     put32(b, SIG_CENTRAL);
     put16(b, m->z64 ? 45 : 20);
     put16(b, m->z64 ? 45 : 20);
-    put16(b, 0);
-    put16(b, 0);
-    put16(b, 0);
-    put16(b, DOS_DATE_1980);
-    put32(b, m->crc);
-    put32(b, m->z64 ? 0xFFFFFFFFu : (uint32_t)en->n);
-    put32(b, m->z64 ? 0xFFFFFFFFu : (uint32_t)en->n);
-    put16(b, (uint32_t)nlen);
+    common_fields(b, en, m, nlen);
     put16(b, m->z64 ? 28u : (big_off ? 12u : 0u));
     put16(b, 0);
     put16(b, 0);
@@ -403,18 +393,18 @@ unsigned char *zip_writer_build(zip_writer *w, size_t *size) {
     wmeta *meta = xcalloc((size_t)w->n + 1, sizeof *meta);
     for (int i = 0; i < w->n; i++) {
         const zip_wentry *en = &w->ents[i];
-        meta[i].off = b.n;
+        meta[i].off = b.len;
         meta[i].crc = crc_big(en->data, en->n);
         meta[i].z64 = w->force_zip64 || (uint64_t)en->n >= 0xFFFFFFFFu;
         local_header(&b, en, &meta[i]);
         put(&b, en->data, en->n);
     }
-    uint64_t cd_off = b.n;
+    uint64_t cd_off = b.len;
     for (int i = 0; i < w->n; i++) central_header(&b, &w->ents[i], &meta[i]);
-    uint64_t cd_size = b.n - cd_off;
+    uint64_t cd_size = b.len - cd_off;
     int z64 = w->force_zip64 || w->n >= 0xFFFF || cd_off >= 0xFFFFFFFFu || cd_size >= 0xFFFFFFFFu;
     if (z64) {
-        uint64_t rec = b.n;
+        uint64_t rec = b.len;
         put32(&b, SIG_EOCD64);
         put64(&b, EOCD64_LEN - 12);
         put16(&b, 45);
@@ -439,8 +429,8 @@ unsigned char *zip_writer_build(zip_writer *w, size_t *size) {
     put32(&b, z64 ? 0xFFFFFFFFu : (uint32_t)cd_off);
     put16(&b, 0);
     free(meta);
-    *size = b.n;
-    return b.p;
+    *size = b.len;
+    return (unsigned char *)b.p;
 }
 
 int zip_writer_save(zip_writer *w, const char *path, trm_err *e) {

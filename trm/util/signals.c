@@ -14,13 +14,15 @@ static void on_signal(int sig) {
     signal(sig, SIG_DFL);
 }
 
-void trm_signals_install(void) {
+void trm_signals_handle(void (*handler)(int)) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
+    sa.sa_handler = handler;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 }
+
+void trm_signals_install(void) { trm_signals_handle(on_signal); }
 
 int trm_signals_pending(void) { return (int)pending_signal; }

@@ -3,6 +3,7 @@
 #include "run_display.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,15 +45,19 @@ typedef struct {
     double fraction; /* of the bar that is filled */
 } line_spec;
 
-static void add(line_spec *l, int prio, const char *text) {
+/* A field of the given priority (0 stays; higher numbers are dropped first), printf-style. */
+static void TRM_PRINTF(3, 4) addf(line_spec *l, int prio, const char *fmt, ...) {
     if (l->n == MAX_FIELDS) return;
     field *f = &l->f[l->n++];
-    snprintf(f->text, sizeof f->text, "%s", text);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->text, sizeof f->text, fmt, ap);
+    va_end(ap);
     f->prio = prio, f->bar = 0;
 }
 
 static void add_bar(line_spec *l, int prio, double fraction) {
-    add(l, prio, "");
+    addf(l, prio, "%s", "");
     l->f[l->n - 1].bar = 1;
     l->fraction = fraction < 0 ? 0 : fraction > 1 ? 1 : fraction;
 }
@@ -106,37 +111,28 @@ size_t trm_train_status_format(const trm_train_status *s, int width, char *out, 
     line_spec l = {.n = 0};
     char t[FIELD_LEN], d[32];
     double frac = s->total_steps > 0 ? (double)s->step / (double)s->total_steps : 0;
-    snprintf(t, sizeof t, "step %lld/%lld", (long long)s->step, (long long)s->total_steps);
-    add(&l, 0, t);
+    addf(&l, 0, "step %lld/%lld", (long long)s->step, (long long)s->total_steps);
     add_bar(&l, 5, frac);
-    snprintf(t, sizeof t, "%.0f%%", floor(100 * frac));
-    add(&l, 7, t);
+    addf(&l, 7, "%.0f%%", floor(100 * frac));
     if (s->steps_per_s > 0) {
         format_rate(s->steps_per_s, "it/s", t, sizeof t);
-        add(&l, 3, t);
+        addf(&l, 3, "%s", t);
     }
     if (s->examples_per_s > 0) {
         format_rate(s->examples_per_s, "ex/s", t, sizeof t);
-        add(&l, 4, t);
+        addf(&l, 4, "%s", t);
     }
     if (s->eta_s >= 0) {
         trm_format_duration(s->eta_s, d, sizeof d);
-        snprintf(t, sizeof t, "ETA %s", d);
-        add(&l, 1, t);
+        addf(&l, 1, "ETA %s", d);
     }
     if (s->have_metrics) {
-        snprintf(t, sizeof t, "loss %.4g", s->lm_loss);
-        add(&l, 2, t);
-        snprintf(t, sizeof t, "exact %.3f", s->exact_accuracy);
-        add(&l, 6, t);
-        snprintf(t, sizeof t, "q_halt_loss %.3g", s->q_halt_loss);
-        add(&l, 8, t);
-        snprintf(t, sizeof t, "acc %.3f", s->accuracy);
-        add(&l, 9, t);
-        snprintf(t, sizeof t, "ACT steps %.2f", s->act_steps);
-        add(&l, 10, t);
-        snprintf(t, sizeof t, "lr %.3g", s->lr);
-        add(&l, 11, t);
+        addf(&l, 2, "loss %.4g", s->lm_loss);
+        addf(&l, 6, "exact %.3f", s->exact_accuracy);
+        addf(&l, 8, "q_halt_loss %.3g", s->q_halt_loss);
+        addf(&l, 9, "acc %.3f", s->accuracy);
+        addf(&l, 10, "ACT steps %.2f", s->act_steps);
+        addf(&l, 11, "lr %.3g", s->lr);
     }
     return render(&l, width, out, n);
 }
@@ -144,24 +140,17 @@ size_t trm_train_status_format(const trm_train_status *s, int width, char *out, 
 size_t trm_eval_status_format(int64_t step, const char *set, int64_t done, int64_t total, double eta_s, int width,
                               char *out, size_t n) {
     line_spec l = {.n = 0};
-    char t[FIELD_LEN], d[32];
+    char d[32];
     double frac = total > 0 ? (double)done / (double)total : 0;
-    if (step >= 0) snprintf(t, sizeof t, "eval step %lld", (long long)step);
-    else snprintf(t, sizeof t, "eval");
-    add(&l, 0, t);
-    if (set && *set) {
-        snprintf(t, sizeof t, "[%.32s]", set);
-        add(&l, 4, t);
-    }
-    snprintf(t, sizeof t, "%lld/%lld", (long long)done, (long long)total);
-    add(&l, 1, t);
+    if (step >= 0) addf(&l, 0, "eval step %lld", (long long)step);
+    else addf(&l, 0, "eval");
+    if (set && *set) addf(&l, 4, "[%.32s]", set);
+    addf(&l, 1, "%lld/%lld", (long long)done, (long long)total);
     add_bar(&l, 3, frac);
-    snprintf(t, sizeof t, "%.0f%%", floor(100 * frac));
-    add(&l, 5, t);
+    addf(&l, 5, "%.0f%%", floor(100 * frac));
     if (eta_s >= 0) {
         trm_format_duration(eta_s, d, sizeof d);
-        snprintf(t, sizeof t, "ETA %s", d);
-        add(&l, 2, t);
+        addf(&l, 2, "ETA %s", d);
     }
     return render(&l, width, out, n);
 }
