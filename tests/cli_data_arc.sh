@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # CLI test of `trm data arc`: build ARC-AGI-1 (training + evaluation, 2 augmentations)
-# from shared/data/arc, check the layout and sizes, determinism, the refusals, and that a
+# from the handful of tasks in tests/data/arc, check the layout and sizes, determinism, the refusals, and that a
 # 2-step `trm pretrain` with a tiny model starts on it.
 set -uo pipefail
 TRM=$1 SRC=$2 SHARED=$3 TMP=$4
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$TMP" && mkdir -p "$TMP" && cd "$TMP" || exit 1
-PREFIX="$SHARED/data/arc/arc-agi"
+PREFIX="$SRC/tests/data/arc/arc-agi"
 
 "$TRM" data arc --input-file-prefix "$PREFIX" --subsets training evaluation --test-set-name evaluation \
   --num-aug 2 --seed 1 --out data 2>log.txt || { cat log.txt; fail "data arc"; }
@@ -15,20 +15,20 @@ for f in identifiers.json test_puzzles.json train/dataset.json test/dataset.json
          train/all__puzzle_indices.npy train/all__group_indices.npy test/all__inputs.npy; do
   [ -f "data/$f" ] || fail "missing data/$f"
 done
-grep -q "Total puzzles: 800" log.txt || fail "expected 800 puzzles: $(cat log.txt)"
-# 800 puzzles × 3 members in train, 400 × 3 in test (no duplicate augmentations at this seed)
-grep -q '"total_groups":800' data/train/dataset.json || fail "train groups: $(cat data/train/dataset.json)"
-grep -q '"total_puzzles":2400' data/train/dataset.json || fail "train puzzles"
-grep -q '"total_groups":400' data/test/dataset.json || fail "test groups: $(cat data/test/dataset.json)"
-grep -q '"num_puzzle_identifiers":2401' data/test/dataset.json || fail "identifier count"
+grep -q "Total puzzles: 40" log.txt || fail "expected 40 puzzles: $(cat log.txt)"
+# 40 puzzles × 3 members in train, 16 × 3 in test (no duplicate augmentations at this seed)
+grep -q '"total_groups":40' data/train/dataset.json || fail "train groups: $(cat data/train/dataset.json)"
+grep -q '"total_puzzles":120' data/train/dataset.json || fail "train puzzles"
+grep -q '"total_groups":16' data/test/dataset.json || fail "test groups: $(cat data/test/dataset.json)"
+grep -q '"num_puzzle_identifiers":121' data/test/dataset.json || fail "identifier count"
 grep -q '"seq_len":900' data/test/dataset.json && grep -q '"vocab_size":12' data/test/dataset.json \
   || fail "seq_len/vocab"
 head -c 64 data/train/all__inputs.npy | grep -q "'|u1'" || fail "inputs are not uint8"
 grep -q '^\["<blank>",' data/identifiers.json || fail "identifiers start"
 grep -q '|||t[0-7]|||0[1-9]\{9\}"' data/identifiers.json || fail "no augmented names"
-# test_puzzles.json: the 400 evaluation puzzles, with solutions
+# test_puzzles.json: the 16 evaluation puzzles, with solutions
 n=$(grep -o '"test":' data/test_puzzles.json | wc -l)
-[ "$n" = 400 ] || fail "test_puzzles.json holds $n puzzles"
+[ "$n" = 16 ] || fail "test_puzzles.json holds $n puzzles"
 grep -q '"output"' data/test_puzzles.json || fail "no outputs in test_puzzles.json"
 
 # deterministic for a seed

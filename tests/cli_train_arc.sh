@@ -8,10 +8,10 @@ TRM=$1 SRC=$2 SHARED=$3 TMP=$4
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$TMP" && mkdir -p "$TMP" && cd "$TMP" || exit 1
 
-"$TRM" data arc --input-file-prefix "$SHARED/data/arc/arc-agi" --subsets evaluation --test-set-name evaluation \
+"$TRM" data arc --input-file-prefix "$SRC/tests/data/arc/arc-agi" --subsets evaluation --test-set-name evaluation \
   --num-aug 1 --out data 2>/dev/null || fail "data arc"
 [ -f data/test_puzzles.json ] || fail "no test_puzzles.json"
-"$TRM" pretrain cfg=arc "data_paths=[data]" checkpoint_path=run global_batch_size=64 epochs=1 eval_interval=1 \
+"$TRM" pretrain cfg=arc "data_paths=[data]" checkpoint_path=run global_batch_size=16 epochs=1 eval_interval=1 \
   arch.hidden_size=32 arch.num_heads=2 arch.H_cycles=1 arch.L_cycles=1 arch.L_layers=1 arch.halt_max_steps=1 \
   arch.forward_dtype=float32 arch.puzzle_emb_len=1 log_interval=5 > train.txt 2>&1 || { tail -20 train.txt; fail "pretrain"; }
 ckpt=$(ls run/step_*.safetensors | head -1)
