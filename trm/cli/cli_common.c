@@ -32,7 +32,7 @@ int trm_collect_overrides(int argc, char **argv, const char **cfg_name, char ***
 /* Keys the reference's users add with `+key=v`; trm also accepts them without the `+`. */
 static int is_optional_key(const char *ov) {
     static const char *const keys[] = {"project_name=", "run_name=", "load_checkpoint=", "checkpoint_path=",
-                                       "resume=", "eval_save_outputs=", "stop_after_steps="};
+                                       "resume=", "eval_save_outputs=", "stop_after_steps=", "overwrite="};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!strncmp(ov, keys[i], strlen(keys[i]))) return 1;
     return 0;

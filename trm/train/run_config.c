@@ -71,6 +71,12 @@ static int read_recompute(const cfg_node *root, int *out, trm_err *e) {
     return trm_errf(e, "recompute: expected none, gate_up or all (or false / true), got %s", cfg_type_name(n->type));
 }
 
+static int opt_bool(const cfg_node *root, const char *key, int *out, trm_err *e) {
+    *out = 0;
+    if (!cfg_get(root, key) || cfg_get(root, key)->type == CFG_NULL) return 0;
+    return cfg_get_bool(root, key, out, e);
+}
+
 static int opt_int(const cfg_node *root, const char *key, int64_t *out, int64_t dflt, trm_err *e) {
     *out = dflt;
     if (!cfg_get(root, key) || cfg_get(root, key)->type == CFG_NULL) return 0;
@@ -164,6 +170,7 @@ int trm_run_config_read(trm_run_config *rc, const cfg_node *root, trm_err *e) {
         return -1;
     if (read_save_outputs(rc, root, e)) return -1;
     if (opt_int(root, "stop_after_steps", &rc->stop_after_steps, 0, e)) return -1;
+    if (opt_bool(root, "overwrite", &rc->overwrite, e)) return -1;
     if (trm_arch_read_config(root, &rc->arch, &rc->arch_name, e)) return -1;
     /* optional: configs written before the key existed leave it off */
     if (read_recompute(root, &rc->arch.recompute, e)) return -1;

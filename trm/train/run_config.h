@@ -32,6 +32,7 @@ typedef struct {
     unsigned eval_save_list;        /* the reference's list form: TRM_OUT_* bits, saved like its
                                      * torch.save of step_N_all_preds.0 */
     int64_t stop_after_steps; /* 0 = off: stop with a checkpoint once this step is done */
+    int overwrite;            /* a run already in checkpoint_path is moved aside, not refused */
     const char *arch_name;
     trm_model_config arch; /* dataset-derived fields (seq_len, vocab, ids, batch) left 0 */
 } trm_run_config;

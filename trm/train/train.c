@@ -18,6 +18,7 @@
 #include "backend/backend.h"
 #include "dist/dist.h"
 #include "evaluators.h"
+#include "run_dir.h"
 #include "util/util.h"
 #include "view/view.h"
 
@@ -342,6 +343,7 @@ typedef struct {
     trm_sampler_state sampler;
     int64_t step, total_steps, total_iters;
     const char *run_dir;
+    trm_run_dir rdir;          /* rank 0: the run directory's lock */
     trm_evaluators *evals;
     FILE *metrics;
     trm_display disp;          /* rank 0's status line (terminal) or log lines */
@@ -777,7 +779,7 @@ static int open_device(trainer *t, trm_device_choice *dc, trm_err *e) {
 
 /* Rank 0's part of the setup: the run directory, its config.yaml and metrics log, evaluators. */
 static int open_run_dir(trainer *t, trm_err *e) {
-    if (trm_mkdirs(t->run_dir, e)) return -1;
+    if (trm_run_dir_tidy(&t->rdir, t->step, e)) return -1;
     t->config_yaml = cfg_to_yaml(t->cfg);
     char *cpath = trm_path_join(t->run_dir, "config.yaml");
     int rc = trm_write_file_atomic(cpath, t->config_yaml, strlen(t->config_yaml), e);
@@ -879,6 +881,10 @@ static int check_same_state(trainer *t, uint32_t cfg_crc, trm_err *e) {
 
 static int setup(trainer *t, const char *resume_path, trm_err *e) {
     if (trm_run_config_read(&t->rc, t->cfg, e)) return -1;
+    /* overwrite is what this launch does to the directory, not a setting of the run: stored
+     * in config.yaml and the checkpoints, a resume would move the run aside again */
+    int overwrite = t->rc.overwrite;
+    if (overwrite && cfg_apply_override(t->cfg, NULL, "~overwrite", e)) return -1;
     trm_dist *d = t->dist;
     if (trm_check_batch_split(t->rc.global_batch_size, d->rank, d->world, e))
         return -1;
@@ -891,11 +897,15 @@ static int setup(trainer *t, const char *resume_path, trm_err *e) {
     trm_fill_run_names(t->cfg, &t->rc);
     trm_run_config_free(&t->rc);
     if (trm_run_config_read(&t->rc, t->cfg, e)) return -1;
+    t->rc.overwrite = overwrite;
     t->run_dir = t->rc.checkpoint_path;
     if (open_data(t, e)) return -1;
 
     trm_device_choice dc;
     if (open_device(t, &dc, e)) return -1;
+    /* before anything is loaded or written: a second run into the same directory stops here */
+    int claimed = is_root(t) ? trm_run_dir_claim(&t->rdir, t->run_dir, t->rc.resume != NULL, t->rc.overwrite, e) : 0;
+    if (all_ranks_ok(t, claimed == 0, "claiming the run directory failed", e)) return -1;
 
     trm_model_config mc;
     int64_t gbs = t->rc.global_batch_size;
@@ -966,6 +976,7 @@ int trm_pretrain_main(cfg_node *cfg, const char *resume_path) {
     trainer t;
     memset(&t, 0, sizeof t);
     t.cfg = cfg;
+    t.rdir.lock_fd = -1;
     trm_err e = {{0}};
     trm_dist dist;
     if (trm_dist_detect(&dist, &e)) {
@@ -1015,6 +1026,7 @@ int trm_pretrain_main(cfg_node *cfg, const char *resume_path) {
     if (t.have_test) trm_dataset_close(&t.test);
     if (t.train.sets) trm_dataset_close(&t.train);
     free(t.config_yaml);
+    trm_run_dir_release(&t.rdir);
     trm_run_config_free(&t.rc);
     trm_dist_finalize(&dist);
     return rc;

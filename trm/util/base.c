@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -261,6 +262,62 @@ int trm_remove_tree(const char *path, trm_err *e) {
 int trm_rename(const char *from, const char *to, trm_err *e) {
     if (rename(from, to) != 0) return trm_errf(e, "cannot rename %s to %s: %s", from, to, strerror(errno));
     return 0;
+}
+
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+char **trm_list_dir(const char *dir, int *n) {
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) return NULL;
+    int cap = 16;
+    char **names = xmalloc((size_t)cap * sizeof *names);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        if (*n == cap) names = xrealloc(names, (size_t)(cap *= 2) * sizeof *names);
+        names[(*n)++] = xstrdup(de->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)*n, sizeof *names, cmp_names);
+    return names;
+}
+
+void trm_free_names(char **names, int n) {
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+int trm_lock_file(const char *path, int *fd, long *holder, trm_err *e) {
+    *fd = -1, *holder = 0;
+    /* close-on-exec: a child must not inherit the lock and keep it after this process ends */
+    int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (f < 0) return trm_errf(e, "%s: cannot create: %s", path, strerror(errno));
+    if (flock(f, LOCK_EX | LOCK_NB) != 0) {
+        int err = errno;
+        if (err == EWOULDBLOCK) {
+            char buf[32] = {0};
+            ssize_t r = pread(f, buf, sizeof buf - 1, 0);
+            *holder = r > 0 ? strtol(buf, NULL, 10) : 0;
+            close(f);
+            return 1;
+        }
+        close(f);
+        return trm_errf(e, "%s: cannot lock: %s", path, strerror(err));
+    }
+    char buf[32];
+    int len = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+    if (ftruncate(f, 0) != 0 || pwrite(f, buf, (size_t)len, 0) != len) {
+        int err = errno;
+        close(f);
+        return trm_errf(e, "%s: cannot write: %s", path, strerror(err));
+    }
+    *fd = f;
+    return 0;
+}
+
+void trm_unlock_file(int fd) {
+    if (fd >= 0) close(fd); /* closing the last descriptor drops the flock */
 }
 
 int trm_parse_i64(const char *opt, const char *value, int64_t *out, trm_err *e) {

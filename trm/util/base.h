@@ -62,6 +62,16 @@ uint64_t trm_peak_rss_bytes(void);
 int trm_remove_tree(const char *path, trm_err *e);
 /* rename(2) with an error message. */
 int trm_rename(const char *from, const char *to, trm_err *e);
+/* The names in a directory, "." and ".." left out, sorted (NULL when it cannot be read);
+ * free with trm_free_names. */
+char **trm_list_dir(const char *dir, int *n);
+void trm_free_names(char **names, int n);
+/* An exclusive advisory lock (flock) on `path`, created if missing, holding this process's
+ * pid: 0 with *fd open while it is held (the kernel drops it when the process dies, so a
+ * dead holder's lock is simply taken over); 1 when another process holds it (*holder: its
+ * pid, 0 if unknown); -1 with e set when the file cannot be opened or locked. */
+int trm_lock_file(const char *path, int *fd, long *holder, trm_err *e);
+void trm_unlock_file(int fd);
 
 /* Parses the decimal integer value of command-line option `opt` (value NULL: the option
  * was last on the line). The whole value must be a number that fits in int64_t. */
