@@ -118,7 +118,25 @@ static void write_flow(trm_sbuf *b, const cfg_node *n) {
     }
 }
 
+static void write_map_block(trm_sbuf *b, const cfg_node *n, int indent, int inline_first);
 static void write_list_block(trm_sbuf *b, const cfg_node *n, int indent);
+
+/* A value in block output, after "key:" (lead ':'), after "-" (lead '-') or alone (lead 0).
+ * A non-empty map or a list that cannot flow takes the lines below, at `indent` (a map after
+ * "-" starts on the dash's line); anything else is written in flow style on this line. */
+static void write_block_value(trm_sbuf *b, const cfg_node *c, int indent, char lead) {
+    if (c->type == CFG_MAP && c->n) {
+        if (lead) sb_putc(b, lead == '-' ? ' ' : '\n');
+        write_map_block(b, c, indent, lead == '-');
+    } else if (c->type == CFG_LIST && !flowable(c)) {
+        if (lead) sb_putc(b, '\n');
+        write_list_block(b, c, indent);
+    } else {
+        if (lead) sb_putc(b, ' ');
+        write_flow(b, c);
+        sb_putc(b, '\n');
+    }
+}
 
 /* `inline_first`: the first key continues a "- " already written. */
 static void write_map_block(trm_sbuf *b, const cfg_node *n, int indent, int inline_first) {
@@ -127,49 +145,21 @@ static void write_map_block(trm_sbuf *b, const cfg_node *n, int indent, int inli
         if (i || !inline_first) sb_indent(b, indent);
         write_str(b, c->key ? c->key : "", 0);
         sb_putc(b, ':');
-        if (c->type == CFG_MAP && c->n) {
-            sb_putc(b, '\n');
-            write_map_block(b, c, indent + 2, 0);
-        } else if (c->type == CFG_LIST && !flowable(c)) {
-            sb_putc(b, '\n');
-            write_list_block(b, c, indent + 2);
-        } else {
-            sb_putc(b, ' ');
-            write_flow(b, c);
-            sb_putc(b, '\n');
-        }
+        write_block_value(b, c, indent + 2, ':');
     }
 }
 
 static void write_list_block(trm_sbuf *b, const cfg_node *n, int indent) {
     for (int i = 0; i < n->n; i++) {
-        const cfg_node *c = n->items[i];
         sb_indent(b, indent);
         sb_putc(b, '-');
-        if (c->type == CFG_MAP && c->n) {
-            sb_putc(b, ' ');
-            write_map_block(b, c, indent + 2, 1);
-        } else if (c->type == CFG_LIST && !flowable(c)) {
-            sb_putc(b, '\n');
-            write_list_block(b, c, indent + 2);
-        } else {
-            sb_putc(b, ' ');
-            write_flow(b, c);
-            sb_putc(b, '\n');
-        }
+        write_block_value(b, n->items[i], indent + 2, '-');
     }
 }
 
 char *cfg_to_yaml(const cfg_node *n) {
     trm_sbuf b = {0};
-    if (n->type == CFG_MAP && n->n)
-        write_map_block(&b, n, 0, 0);
-    else if (n->type == CFG_LIST && !flowable(n))
-        write_list_block(&b, n, 0);
-    else {
-        write_flow(&b, n);
-        sb_putc(&b, '\n');
-    }
+    write_block_value(&b, n, 0, 0);
     return sb_take(&b);
 }
 
