@@ -1,7 +1,8 @@
 /* config.c — the whole pipeline behind config/config.h: find the primary config, compose its
  * defaults with the command-line group choices, lay a saved run config over it, coerce the
- * schema's float keys, apply the other overrides, resolve the interpolations. The stages
- * live in config_*.c (config_internal.h lists what they share). */
+ * schema's float keys, apply the other overrides, resolve the interpolations; for a config a
+ * file stores, only the last three. The stages live in config_*.c (config_internal.h lists
+ * what they share). */
 
 #include "config_internal.h"
 
@@ -146,4 +147,23 @@ cfg_node *cfg_compose_over(const cfg_search *search, const char *cfg_name, cfg_n
     free(dirs);
     free(pdir);
     return root;
+}
+
+cfg_node *cfg_from_stored(const char *owner, const char *text, const cfg_search *search, int noverrides,
+                          char *const *overrides, trm_err *e) {
+    char *name = xasprintf("%s (stored config)", owner);
+    cfg_node *cfg = cfg_parse(text, strlen(text), name, e);
+    free(name);
+    if (!cfg) return NULL;
+    cfg_coerce_floats(cfg, search->float_keys);
+    for (int i = 0; i < noverrides; i++)
+        if (cfg_apply_override(cfg, search, overrides[i], e)) {
+            cfg_free(cfg);
+            return NULL;
+        }
+    if (cfg_resolve(cfg, e)) {
+        cfg_free(cfg);
+        return NULL;
+    }
+    return cfg;
 }
