@@ -23,21 +23,8 @@ static char *dirname_of(const char *p) {
 static cfg_node *config_from_checkpoint(const char *ckpt, const cfg_search *search, char **ov, int n, trm_err *e) {
     char *yaml = trm_checkpoint_config(ckpt, e);
     if (!yaml) return NULL;
-    char *name = xasprintf("%s (stored config)", ckpt);
-    cfg_node *cfg = cfg_parse(yaml, strlen(yaml), name, e);
-    free(name);
+    cfg_node *cfg = cfg_from_stored(ckpt, yaml, search, n, ov, e);
     free(yaml);
-    if (!cfg) return NULL;
-    cfg_coerce_floats(cfg, search->float_keys);
-    for (int i = 0; i < n; i++)
-        if (cfg_apply_override(cfg, search, ov[i], e)) {
-            cfg_free(cfg);
-            return NULL;
-        }
-    if (cfg_resolve(cfg, e)) {
-        cfg_free(cfg);
-        return NULL;
-    }
     return cfg;
 }
 

@@ -46,6 +46,11 @@ cfg_node *cfg_compose(const cfg_search *search, const char *cfg_name, int noverr
  * the overrides: a run's saved config (the reference's all_config.yaml) on trm's defaults. */
 cfg_node *cfg_compose_over(const cfg_search *search, const char *cfg_name, cfg_node *overlay, int noverrides,
                            char *const *overrides, trm_err *e);
+/* The config a file stores as YAML text (a checkpoint's, a weights file's), named
+ * "OWNER (stored config)" in messages: parsed, the schema's float keys coerced, the overrides
+ * applied, interpolations resolved. No composition: the stored config is already complete. */
+cfg_node *cfg_from_stored(const char *owner, const char *text, const cfg_search *search, int noverrides,
+                          char *const *overrides, trm_err *e);
 /* Int values at these dotted keys (NULL-terminated list) become floats. */
 void cfg_coerce_floats(cfg_node *root, const char *const *keys);
 /* Applies one override string to an already-composed tree (used by cfg_compose and tests). */

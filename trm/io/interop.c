@@ -13,25 +13,6 @@ static char *dir_of(const char *path) {
     return s ? xstrndup(path, s == path ? 1 : (size_t)(s - path)) : xstrdup(".");
 }
 
-static cfg_node *stored_config(const char *path, const char *text, const cfg_search *s, int nov, char *const *ov,
-                               trm_err *e) {
-    char *name = xasprintf("%s (stored config)", path);
-    cfg_node *cfg = cfg_parse(text, strlen(text), name, e);
-    free(name);
-    if (!cfg) return NULL;
-    cfg_coerce_floats(cfg, s->float_keys);
-    for (int i = 0; i < nov; i++)
-        if (cfg_apply_override(cfg, s, ov[i], e)) {
-            cfg_free(cfg);
-            return NULL;
-        }
-    if (cfg_resolve(cfg, e)) {
-        cfg_free(cfg);
-        return NULL;
-    }
-    return cfg;
-}
-
 cfg_node *trm_weights_config(const char *path, const cfg_search *s, const char *cfg_name, int nov, char *const *ov,
                              char **source, trm_err *e) {
     *source = NULL;
@@ -39,7 +20,7 @@ cfg_node *trm_weights_config(const char *path, const cfg_search *s, const char *
     if (tensor_file_open(&f, path, e)) return NULL;
     const char *stored = st_meta_get(&f, "config");
     if (stored && *stored) {
-        cfg_node *cfg = stored_config(path, stored, s, nov, ov, e);
+        cfg_node *cfg = cfg_from_stored(path, stored, s, nov, ov, e);
         st_close(&f);
         if (cfg)
             *source = xasprintf("the config stored in %s%s%s%s", path, cfg_name ? " (cfg=" : "", cfg_name ? cfg_name : "",
