@@ -157,6 +157,22 @@ int trm_run_dir_tidy(const trm_run_dir *rd, int64_t step, trm_err *e) {
     return 0;
 }
 
+int trm_run_dir_logged(const trm_run_dir *rd, int64_t step, const char *kind) {
+    char *path = trm_path_join(rd->dir, "metrics.jsonl");
+    size_t len;
+    trm_err ignore;
+    char *text = trm_read_file(path, &len, &ignore);
+    free(path);
+    if (!text) return 0;
+    char *want = xasprintf("\"kind\":\"%s\"", kind);
+    int found = 0;
+    for (char *line = strtok(text, "\n"); line && !found; line = strtok(NULL, "\n"))
+        found = record_step(line) == step && strstr(line, want) != NULL;
+    free(want);
+    free(text);
+    return found;
+}
+
 void trm_run_dir_release(trm_run_dir *rd) {
     trm_unlock_file(rd->lock_fd);
     rd->lock_fd = -1;

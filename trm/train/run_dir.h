@@ -22,6 +22,8 @@ int trm_run_dir_claim(trm_run_dir *rd, const char *dir, int resuming, int overwr
 /* After the resume: metrics.jsonl keeps only records up to `step` (so that re-run steps are
  * not logged twice), and leftover *.tmp.* files are removed. */
 int trm_run_dir_tidy(const trm_run_dir *rd, int64_t step, trm_err *e);
+/* metrics.jsonl holds a record of `kind` at `step`. */
+int trm_run_dir_logged(const trm_run_dir *rd, int64_t step, const char *kind);
 void trm_run_dir_release(trm_run_dir *rd);
 
 #endif

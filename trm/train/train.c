@@ -972,6 +972,15 @@ static void final_report(trainer *t, int rc, const trm_err *e) {
            t->step - t->step_start, d, train_s > 0 ? (double)(t->step - t->step_start) / train_s : 0.0, t->run_dir);
 }
 
+/* A resume of a run that trained all its steps and logged its last evaluation: training and
+ * evaluating again would only log the same step twice. Rank 0 decides for all. */
+static int finished_already(trainer *t, trm_err *e) {
+    if (t->step < t->total_steps) return 0;
+    int64_t done = is_root(t) && (!t->have_test || trm_run_dir_logged(&t->rdir, t->step, "eval"));
+    if (t->dist->world > 1 && trm_dist_bcast(t->dist, &done, sizeof done, e)) return 0;
+    return (int)done;
+}
+
 int trm_pretrain_main(cfg_node *cfg, const char *resume_path) {
     trainer t;
     memset(&t, 0, sizeof t);
@@ -1000,7 +1009,11 @@ int trm_pretrain_main(cfg_node *cfg, const char *resume_path) {
      * lines, not a status line, under mpirun */
     trm_display_init(&t.disp, stdout, dist.rank == 0, trm_term_is_tty(stdout) && dist.launch != TRM_LAUNCH_MPI);
     int rc = setup(&t, resume_path, &e);
-    if (rc == 0) {
+    int done = rc == 0 && finished_already(&t, &e);
+    if (done)
+        printf("%s: the run is finished (step %" PRId64 " of %" PRId64 "); nothing to do\n", t.run_dir, t.step,
+               t.total_steps);
+    if (rc == 0 && !done) {
         if (dist.world <= 1) trm_signals_install(); /* distributed: installed before setup */
         t.t_start = t.t_last_log = trm_now_seconds();
         t.step_start = t.step_last_log = t.step;
