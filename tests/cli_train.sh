@@ -52,10 +52,16 @@ assert p["input"] == "1.3.........4..2" and len(p["prediction"]) == 16, p
 assert p["input_tokens"][:4] == [2, 1, 4, 1] and len(p["prediction_tokens"]) == 16, p
 assert p["act_steps"] == 4 and 0 < p["halting_confidence"] < 1, p
 assert all(c in ".1234" for c in p["prediction"]), p
+assert p["verdict"] in ("solved", "contradicts_given", "invalid") and p["why"], p
 b = json.load(open(sys.argv[2]))
 assert "all/exact_accuracy" in b and len(b["puzzles"]) == 1, sorted(b)
 PY
 fi
+# a puzzle without a solution is reported as such, in text and in JSON
+"$TRM" generate --checkpoint "$ckpt" --input "11.. .... .... ...." > nosol.txt || fail "generate --input (no solution)"
+grep -q "^NOT solved: the puzzle has no solution: its row 1 holds 1 twice" nosol.txt || fail "no-solution text: $(cat nosol.txt)"
+"$TRM" generate --checkpoint "$ckpt" --input "11.. .... .... ...." --json > nosol.json || fail "no-solution --json"
+grep -q '"verdict":"no_solution"' nosol.json || fail "no-solution JSON: $(cat nosol.json)"
 "$TRM" generate --checkpoint "$ckpt" --input "1.3x .... .... 4..2" 2>err.txt && fail "accepted an 'x' in a Sudoku"
 grep -q "'x' at offset 3 is not a token of this model: this model takes the digits 1-4 for cells and '.' or '0' for blanks" \
   err.txt || fail "wrong-token message: $(cat err.txt)"

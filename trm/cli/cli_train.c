@@ -575,15 +575,48 @@ static void json_tokens(json_buf *jb, const char *key, const int32_t *t, int S) 
     json_arr_end(jb);
 }
 
+/* The puzzle's rules applied to the prediction, where trm knows them: Sudoku digits of side 4
+ * or 9 (vocabulary side + 2) and mazes. */
+static trm_verdict judge_input(const int32_t *in, const int32_t *pred, int S, int V, int mode, char *why,
+                               size_t len) {
+    int n = (int)lround(sqrt((double)S));
+    if (n * n != S) return TRM_VERDICT_NONE;
+    if (mode == MODE_DIGITS && V == n + 2 && (n == 4 || n == 9)) {
+        uint8_t q[81], p[81]; /* token 1 is a blank, d + 1 the digit d */
+        for (int i = 0; i < S; i++) {
+            q[i] = (uint8_t)(in[i] >= 2 && in[i] <= n + 1 ? in[i] - 1 : 0);
+            p[i] = (uint8_t)(pred[i] >= 2 && pred[i] <= n + 1 ? pred[i] - 1 : 0);
+        }
+        return trm_judge_sudoku(n, q, p, why, len);
+    }
+    if (mode == MODE_MAZE) {
+        char *q = xmalloc((size_t)S), *p = xmalloc((size_t)S);
+        for (int i = 0; i < S; i++) {
+            q[i] = in[i] >= 1 && in[i] <= 5 ? "# SGo"[in[i] - 1] : '?';
+            p[i] = pred[i] >= 1 && pred[i] <= 5 ? "# SGo"[pred[i] - 1] : '?';
+        }
+        trm_verdict v = trm_judge_maze(n, q, p, why, len);
+        free(q), free(p);
+        return v;
+    }
+    return TRM_VERDICT_NONE;
+}
+
 /* One solved puzzle: as text (grids), or appended to the "puzzles" array of jb. */
-static void report_input(json_buf *jb, int index, const int32_t *in, const int32_t *pred, int S, int mode, int steps,
-                         int first_halt, double confidence) {
+static void report_input(json_buf *jb, int index, const int32_t *in, const int32_t *pred, int S, int V, int mode,
+                         int steps, int first_halt, double confidence) {
+    char why[256];
+    trm_verdict v = judge_input(in, pred, S, V, mode, why, sizeof why);
     if (!jb) {
         printf("puzzle %d:\n", index);
         print_grid(in, S, mode);
-        printf("prediction (%d ACT steps; q_halt first > 0 at step %s%d; halting confidence %.3f):\n", steps,
-               first_halt ? "" : "never, ", first_halt, confidence);
+        char when[48];
+        if (first_halt) snprintf(when, sizeof when, "q_halt > 0 first at step %d", first_halt);
+        else snprintf(when, sizeof when, "q_halt never > 0");
+        printf("prediction after %d ACT steps (%s, halting confidence %.3f):\n", steps, when, confidence);
         print_grid(pred, S, mode);
+        if (v == TRM_VERDICT_SOLVED) printf("solved: %s\n", why);
+        else if (v != TRM_VERDICT_NONE) printf("NOT solved: %s\n", why);
         return;
     }
     json_obj_begin(jb);
@@ -597,6 +630,8 @@ static void report_input(json_buf *jb, int index, const int32_t *in, const int32
     if (first_halt) json_int(jb, first_halt);
     else json_null(jb);
     json_kv_double(jb, "halting_confidence", confidence);
+    json_kv_str(jb, "verdict", trm_verdict_name(v)); /* null where trm does not know the rules */
+    json_kv_str(jb, "why", v == TRM_VERDICT_NONE ? NULL : why);
     json_obj_end(jb);
 }
 
@@ -642,7 +677,7 @@ static int run_inputs(trm_model *m, const gen_args *a, json_buf *jb, trm_err *e)
         }
         m->be->to_host(m->be, preds, m->preds, sizeof(int32_t) * (size_t)m->B * m->S);
         for (int b = 0; b < nb; b++)
-            report_input(jb, start + b + 1, all + (size_t)(start + b) * m->S, preds + (size_t)b * m->S, m->S, mode,
+            report_input(jb, start + b + 1, all + (size_t)(start + b) * m->S, preds + (size_t)b * m->S, m->S, m->V, mode,
                          m->cfg.halt_max_steps, first_halt[b], 1.0 / (1.0 + exp(-q[2 * b])));
     }
     if (jb) json_arr_end(jb);

@@ -1,7 +1,7 @@
 /* data.h — the face of data/: the dataset format (dataset.h: reading and batching,
  * dataset_writer.h, npy.h), the dihedral augmentations, the puzzle generators and builders of
- * `trm data` (Sudoku, 4x4 Sudoku, Maze, ARC) and ARC's evaluator. data/ uses util/ and config/
- * only. */
+ * `trm data` (Sudoku, 4x4 Sudoku, Maze, ARC), ARC's evaluator and the judge of typed
+ * puzzles' answers. data/ uses util/ and config/ only. */
 #ifndef TRM_DATA_H
 #define TRM_DATA_H
 
@@ -13,6 +13,7 @@
 #include "maze.h"
 #include "arc.h"
 #include "arc_eval.h"
+#include "judge.h"
 #include "build_sudoku.h"
 #include "build_sudoku4.h"
 #include "build_maze.h"
