@@ -60,6 +60,25 @@ expect_text err "trm config: arch.no_such_key: no such key in configs/arch/trm.y
 expect_text err "+arch.no_such_key=" "unknown key"
 if [ -s "$TMP/out" ]; then fail "a failed show printed a config"; fi
 
+# a typo: "did you mean" first; following the +key way adds a key the architecture does not
+# read, which is said once
+run config show cfg=tiny arch.hiden_size=32
+expect_rc 2 "typo"
+expect_text err "no such key in configs/arch/trm.yaml; did you mean arch.hidden_size? (+arch.hiden_size=... adds it as a new key)" "typo hint"
+run config show cfg=tiny +arch.hiden_size=32 ++arch.hiden_size=33
+expect_rc 0 "added key"
+expect_text err "trm: warning: +arch.hiden_size changes nothing:" "unread key warning"
+expect_text err "  architecture trm does not read it" "unread key warning names the architecture"
+expect_text err "  did you mean arch.hidden_size?" "unread key warning's hint"
+[ "$(grep -c "changes nothing" "$TMP/err")" = 1 ] || fail "the unread key warned more than once: $(cat "$TMP/err")"
+run config show cfg=tiny arch=transformers_baseline +arch.L_cycles=3
+expect_text err "architecture transformers_baseline does not read it" "baseline has no L level"
+run config show cfg=tiny +arch.no_such=1 arch=hrm
+expect_text err "architecture hrm does not read it" "hrm"
+run config show cfg=tiny resume=auto run_name=x
+expect_rc 0 "optional keys without + as pretrain takes them"
+expect_line out "resume: auto" "resume in config show"
+
 run config show arch.hidden_size=256
 expect_rc 0 "interpolation"
 expect_line out "  puzzle_emb_ndim: 256" "interpolation follows hidden_size"

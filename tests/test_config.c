@@ -628,15 +628,15 @@ START_TEST(test_override_errors) {
     trm_err e;
     char *o1[] = {"arch.no_such_key=1", NULL};
     const char *m = compose_err(&embedded, NULL, o1, &e);
-    ASSERT_HAS(m, "arch.no_such_key: no such key in configs/arch/trm.yaml (did you mean arch.");
-    ASSERT_HAS(m, "?); use +arch.no_such_key=... to add it");
+    ASSERT_HAS(m, "arch.no_such_key: no such key in configs/arch/trm.yaml; did you mean arch.");
+    ASSERT_HAS(m, "? (+arch.no_such_key=... adds it as a new key)");
     char *o2[] = {"arch.hiden_size=1", NULL};
     ck_assert_str_eq(compose_err(&embedded, NULL, o2, &e),
-                     "arch.hiden_size: no such key in configs/arch/trm.yaml (did you mean "
-                     "arch.hidden_size?); use +arch.hiden_size=... to add it");
+                     "arch.hiden_size: no such key in configs/arch/trm.yaml; did you mean "
+                     "arch.hidden_size? (+arch.hiden_size=... adds it as a new key)");
     char *o3[] = {"gloabl_batch_size=1", NULL};
     ASSERT_HAS(compose_err(&embedded, NULL, o3, &e),
-               "no such key in configs/cfg_pretrain.yaml (did you mean global_batch_size?)");
+               "no such key in configs/cfg_pretrain.yaml; did you mean global_batch_size?");
     char *o4[] = {"nope.x=1", NULL};
     ASSERT_HAS(compose_err(&embedded, NULL, o4, &e), "nope.x: no such key nope in configs/cfg_pretrain.yaml");
 
@@ -689,7 +689,7 @@ START_TEST(test_apply_override_api) {
     ck_assert(get_float(n, "d") == 3.0);
     ck_assert_str_eq(cfg_get(n, "a.b")->file, "<command line>");
     ck_assert_int_eq(cfg_apply_override(n, NULL, "a.e=1", &e), -1);
-    ck_assert_str_eq(e.msg, "a.e: no such key in t.yaml (did you mean a.b?); use +a.e=... to add it");
+    ck_assert_str_eq(e.msg, "a.e: no such key in t.yaml; did you mean a.b? (+a.e=... adds it as a new key)");
     ck_assert_int_eq(cfg_apply_override(n, NULL, "~a", &e), 0);
     ck_assert_ptr_null(cfg_get(n, "a"));
     ck_assert_int_eq(n->n, 1);

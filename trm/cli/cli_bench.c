@@ -75,6 +75,7 @@ int cmd_bench(int argc, char **argv, const trm_globals *g) {
         !(cfg = cfg_compose(&g->search, cfg_name ? cfg_name : "cfg_pretrain", n, ov, &e)) ||
         trm_run_config_read(&rcfg, cfg, &e))
         goto out;
+    trm_warn_unread_arch_keys(cfg, ov, n, stderr);
     rc = 1;
     trm_device_request req = {.want_compile = rcfg.compile, .want_bf16 = rcfg.arch.forward_bf16};
     trm_device_choice dc;

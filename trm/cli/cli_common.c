@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "model/model.h"
 
 static int is_override_word(const char *w) {
     if (w[0] == '~') return w[1] != 0;
@@ -46,6 +47,28 @@ char **trm_normalise_overrides(char **ov, int n) {
         out[i] = is_optional_key(w) ? xasprintf("++%s", w) : xstrdup(ov[i]);
     }
     return out;
+}
+
+void trm_warn_unread_arch_keys(const cfg_node *cfg, char *const *ov, int n, FILE *f) {
+    for (int i = 0; i < n; i++) {
+        const char *w = ov[i];
+        if (*w != '+') continue;
+        while (*w == '+') w++;
+        size_t klen = strcspn(w, "=");
+        if (strncmp(w, "arch.", 5) || !w[klen]) continue;
+        int seen = 0; /* once per key */
+        for (int j = 0; j < i && !seen; j++) {
+            const char *v = ov[j] + strspn(ov[j], "+");
+            seen = *ov[j] == '+' && !strncmp(v, w, klen) && v[klen] == '=';
+        }
+        char *key = xstrndup(w, klen);
+        const char *near, *preset;
+        if (!seen && !trm_arch_reads(cfg, key, &near, &preset)) {
+            fprintf(f, "trm: warning: +%s changes nothing:\n  architecture %s does not read it\n", key, preset);
+            if (near) fprintf(f, "  did you mean %s?\n", near);
+        }
+        free(key);
+    }
 }
 
 void trm_free_strs(char **s, int n) {

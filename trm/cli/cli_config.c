@@ -24,8 +24,12 @@ static int config_show(int argc, char **argv, const trm_globals *g) {
         free(ovs);
         return config_fail(e.msg);
     }
-    cfg_node *root = cfg_compose(&g->search, cfg_name, nov, ovs, &e);
+    /* the overrides as pretrain takes them (run_name=, resume=, ... without their +) */
+    char **norm = trm_normalise_overrides(ovs, nov);
     free(ovs);
+    cfg_node *root = cfg_compose(&g->search, cfg_name, nov, norm, &e);
+    if (root) trm_warn_unread_arch_keys(root, norm, nov, stderr);
+    trm_free_strs(norm, nov);
     if (!root) return config_fail(e.msg);
     cfg_write_yaml(root, stdout);
     cfg_free(root);

@@ -382,6 +382,7 @@ int cmd_pretrain(int argc, char **argv, const trm_globals *g) {
     char **ov = trm_normalise_overrides(raw_ov, n);
     free(raw_ov);
     cfg_node *cfg = cfg_compose(&g->search, cfg_name ? cfg_name : "cfg_pretrain", n, ov, &e);
+    if (cfg) trm_warn_unread_arch_keys(cfg, ov, n, stderr);
     char *resume_path = NULL;
     int rc = 2;
     if (!cfg || find_resume(cfg, &resume_path, &e)) {

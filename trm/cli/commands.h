@@ -34,6 +34,9 @@ int trm_collect_overrides(int argc, char **argv, const char **cfg_name, char ***
 /* Copies of the overrides with the reference's optional keys (run_name=, load_checkpoint=, ...)
  * made add-or-set (`++key=`), so they work with or without `+`. Free with trm_free_strs. */
 char **trm_normalise_overrides(char **ov, int n);
+/* One warning on f for each key an override adds under arch. (+arch.KEY=...) that the
+ * composed config's architecture does not read: it would change nothing. */
+void trm_warn_unread_arch_keys(const cfg_node *cfg, char *const *ov, int n, FILE *f);
 void trm_free_strs(char **s, int n);
 
 #endif

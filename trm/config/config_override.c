@@ -74,15 +74,12 @@ static int walk(cfg_node *root, char **comps, int n, const char *fullkey, const 
                 return trm_errf(e, "%s: no item %s in the list (it has %d)", fullkey, comps[i], cur->n);
             char *at = join_dotted(comps, i + 1), *pre = join_dotted(comps, i);
             const char *best = closest_key(cur, comps[i]);
+            /* a near key first: the typo is the likely case, adding a key the rare one */
             trm_sbuf b = {0};
-            if (best) {
-                sb_puts(&b, " (did you mean ");
-                if (*pre) sb_puts(&b, pre), sb_putc(&b, '.');
-                sb_puts(&b, best);
-                sb_puts(&b, "?)");
-            }
-            trm_errf(e, "%s: no such key%s%s in %s%s; %s", fullkey, i < n - 1 ? " " : "",
-                     i < n - 1 ? at : "", cur->file ? cur->file : "the config", b.p ? b.p : "", hint);
+            if (best) sb_printf(&b, "did you mean %s%s%s? (%s)", pre, *pre ? "." : "", best, hint);
+            else sb_puts(&b, hint);
+            trm_errf(e, "%s: no such key%s%s in %s; %s", fullkey, i < n - 1 ? " " : "", i < n - 1 ? at : "",
+                     cur->file ? cur->file : "the config", b.p);
             free(b.p);
             free(at);
             free(pre);
@@ -196,7 +193,7 @@ static int ov_add(cfg_node *root, const ov_parsed *o, char **comps, int n, cfg_n
 static int ov_set(cfg_node *root, const ov_parsed *o, char **comps, int n, cfg_node *v, int bare,
                   trm_err *e) {
     walk_result w;
-    char *hint = xasprintf("use +%s=... to add it", o->key);
+    char *hint = xasprintf("+%s=... adds it as a new key", o->key);
     int rc = walk(root, comps, n, o->key, hint, &w, e);
     free(hint);
     if (rc) {

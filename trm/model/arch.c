@@ -55,6 +55,36 @@ const char *trm_arch_known_names(void) {
     return NAME_TRM ", " NAME_HRM ", " NAME_SINGLEZ ", " NAME_HIER6 ", " NAME_BASELINE;
 }
 
+/* The keys under arch. an architecture reads or checks (read_common, read_specific,
+ * run_config's loss class), for the warning about added keys that change nothing. */
+int trm_arch_reads(const cfg_node *root, const char *key, const char **near, const char **preset) {
+    static const char *const keys[] = {
+        "arch.name", "arch.loss", "arch.loss.name", "arch.loss.loss_type", "arch.H_cycles", "arch.H_layers",
+        "arch.hidden_size", "arch.num_heads", "arch.expansion", "arch.halt_max_steps", "arch.halt_exploration_prob",
+        "arch.pos_encodings", "arch.puzzle_emb_ndim", "arch.forward_dtype", "arch.rms_norm_eps", "arch.rope_theta",
+        "arch.mlp_t", "arch.puzzle_emb_len", "arch.no_ACT_continue",
+        /* level L */ "arch.L_cycles", "arch.L_layers",
+        /* the transformer baseline */ "arch.act_enabled", "arch.act_inference"};
+    enum { N_ALL = sizeof keys / sizeof keys[0], N_COMMON = N_ALL - 4 };
+    const cfg_node *n = cfg_get(root, "arch.name");
+    const trm_arch *ar = n && n->type == CFG_STR ? trm_arch_find(n->s) : &archs[TRM_ARCH_TRM];
+    if (!ar) ar = &archs[TRM_ARCH_TRM];
+    const char *mine[N_ALL];
+    int m = 0;
+    for (int i = 0; i < N_ALL; i++) {
+        int level_l = i >= N_COMMON && i < N_COMMON + 2, baseline = i >= N_COMMON + 2;
+        if ((level_l && !ar->has_level[TRM_LEVEL_L]) || (baseline && ar->id != TRM_ARCH_TRANSFORMERS_BASELINE))
+            continue;
+        mine[m++] = keys[i];
+    }
+    *preset = ar->preset;
+    *near = NULL;
+    for (int i = 0; i < m; i++)
+        if (!strcmp(mine[i], key)) return 1;
+    *near = trm_nearest(key, mine, (size_t)m);
+    return 0;
+}
+
 /* ---- reading one architecture's keys ---- */
 
 typedef struct {

@@ -42,6 +42,9 @@ const trm_arch *trm_arch_get(trm_arch_id id);
 const trm_arch *trm_arch_find(const char *name);
 /* "a, b, c": every known name, for messages. */
 const char *trm_arch_known_names(void);
+/* Whether the architecture root's arch.name chooses reads `key` (dotted, under "arch."; keys
+ * it checks but ignores count as read). *near: the read key closest to it, or NULL. */
+int trm_arch_reads(const cfg_node *root, const char *key, const char **near, const char **preset);
 
 struct trm_model_config;
 /* The `arch.*` keys of a resolved config into the model config: arch.name picks the
