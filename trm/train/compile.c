@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "util/util.h"
+#include "view/view.h"
 
 void trm_plan_init(trm_plan *p, trm_model *m, int enabled) {
     memset(p, 0, sizeof *p);
@@ -74,8 +75,8 @@ void trm_plan_step(trm_plan *p, const trm_step_opts *o) {
 /* what the recompute key leaves out of the saved recursion passes */
 static const char *recompute_note(const trm_model *m) {
     switch (m->cfg.recompute) {
-    case TRM_RECOMPUTE_ALL: return " kept as inputs and outputs, their blocks recomputed in the backward";
-    case TRM_RECOMPUTE_GATE_UP: return ", their gate/up products recomputed in the backward";
+    case TRM_RECOMPUTE_ALL: return ", recompute=all: blocks run again in the backward";
+    case TRM_RECOMPUTE_GATE_UP: return ", recompute=gate_up: gate/up products made again in the backward";
     default: return "";
     }
 }
@@ -83,12 +84,13 @@ static const char *recompute_note(const trm_model *m) {
 void trm_plan_report(trm_plan *p, FILE *f) {
     if (p->reported) return;
     trm_model *m = p->m;
+    char *text;
     if (!p->enabled) {
-        fprintf(f,
-                "compile: off (%s): each step issues its ops one by one; activation arena %.3g GiB "
-                "(%d saved recursion passes%s)\n",
-                m->be->capture_begin ? "compile=false or DISABLE_COMPILE=1" : "the backend cannot capture",
-                m->act_bytes / 1073741824.0, m->saved_count, recompute_note(m));
+        text = xasprintf("compile: off (%s); activations %.3g GiB in one arena, %d passes kept%s",
+                         m->be->capture_begin ? "compile=false or DISABLE_COMPILE=1" : "no step graphs on this device",
+                         m->act_bytes / 1073741824.0, m->saved_count, recompute_note(m));
+        trm_print_wrapped(f, TRM_LINE_WIDTH, text);
+        free(text);
         p->reported = 1;
         return;
     }
@@ -99,16 +101,13 @@ void trm_plan_report(trm_plan *p, FILE *f) {
             break;
         }
     if (!s) return;
-    fprintf(f,
-            "compile: the %s step was captured as one graph of %zu ops in %.1f ms and is replayed "
-            "every step (%zu launches per step before, 1 after); activation arena %.3g GiB "
-            "preallocated (%d saved recursion passes%s, %s activations)%s. Fused ops, in both paths: "
-            "residual+RMSNorm, SwiGLU on the gate/up output, loss and its gradient in one pass over "
-            "the logits, AdamATan2 in one pass over all weights.\n",
-            s->training ? "training" : "evaluation", s->nodes, s->capture_ms, s->nodes,
-            m->act_bytes / 1073741824.0, m->saved_count,
-            recompute_note(m),
-            m->act_dt == TRM_BF16 ? "bf16" : "fp32",
-            m->be->tune_gemms && m->act_dt == TRM_BF16 ? "; bf16 GEMM algorithms chosen by timing in the first step" : "");
+    text = xasprintf("compile: the %s step is one graph of %zu ops (captured in %.1f ms), replayed every step; "
+                     "%s activations %.3g GiB in one arena (%d passes kept%s)%s",
+                     s->training ? "training" : "evaluation", s->nodes, s->capture_ms,
+                     m->act_dt == TRM_BF16 ? "bf16" : "fp32", m->act_bytes / 1073741824.0, m->saved_count,
+                     recompute_note(m),
+                     m->be->tune_gemms && m->act_dt == TRM_BF16 ? "; GEMM algorithms timed in the first step" : "");
+    trm_print_wrapped(f, TRM_LINE_WIDTH, text);
+    free(text);
     p->reported = 1;
 }

@@ -444,10 +444,18 @@ static void log_train(trainer *t) {
         st->accuracy = v[TRM_M_ACCURACY], st->exact_accuracy = v[TRM_M_EXACT_ACCURACY], st->act_steps = v[TRM_M_STEPS];
     st->have_metrics = 1;
     /* a terminal shows these on the status line; a log gets one line per log point */
-    if (!t->disp.tty && t->disp.enabled) {
-        printf("step %" PRId64 "/%" PRId64 "  lm_loss %.4f  accuracy %.4f  exact %.4f  q_halt_acc %.4f  steps %.2f  lr %.3g  %.0f ex/s  ETA %.0fs\n",
-               t->step, t->total_steps, v[TRM_M_LM_LOSS], v[TRM_M_ACCURACY], v[TRM_M_EXACT_ACCURACY],
-               v[TRM_M_Q_HALT_ACCURACY], v[TRM_M_STEPS], t->lr, rate, eta);
+    if (!t->disp.tty && t->disp.enabled) { /* 80 columns; every metric is in metrics.jsonl */
+        char head[48], f[6][48], d[32];
+        snprintf(head, sizeof head, "step %" PRId64 "/%" PRId64, t->step, t->total_steps);
+        snprintf(f[0], sizeof f[0], "lm_loss %.4f", v[TRM_M_LM_LOSS]);
+        snprintf(f[1], sizeof f[1], "acc %.3f", v[TRM_M_ACCURACY]);
+        snprintf(f[2], sizeof f[2], "exact %.3f", v[TRM_M_EXACT_ACCURACY]);
+        snprintf(f[3], sizeof f[3], "steps %.1f", v[TRM_M_STEPS]);
+        snprintf(f[4], sizeof f[4], "%.0f ex/s", rate);
+        trm_format_duration(eta, d, sizeof d);
+        snprintf(f[5], sizeof f[5], "ETA %s", d);
+        const char *fields[6] = {f[0], f[1], f[2], f[3], f[4], f[5]};
+        trm_print_fields(stdout, TRM_LINE_WIDTH, head, fields, 6);
         fflush(stdout);
     }
     memset(t->acc, 0, sizeof t->acc);
@@ -591,27 +599,32 @@ static int evaluate_and_log(trainer *t, trm_err *e) {
     }
     json_buf rec;
     record_begin(&rec, t->step, "eval");
+    char head[160], text[TRM_NMETRICS + TRM_EVAL_MAX_METRICS][80];
+    const char *fields[TRM_NMETRICS + TRM_EVAL_MAX_METRICS];
     for (int s = 0; s < r.nsets; s++) {
-        printf("eval step %" PRId64 " [%s]", t->step, r.names[s]);
+        int nf = 0;
         for (int k = 1; k < TRM_NMETRICS; k++) {
             if (k == TRM_M_Q_CONTINUE_LOSS) continue; /* no target exists in evaluation */
             char key[128];
             snprintf(key, sizeof key, "%s/%s", r.names[s], trm_metric_names[k]);
             double v = trm_eval_metric(&r, s, k);
             json_kv_double(&rec, key, v);
-            printf("  %s %.4f", trm_metric_names[k], v);
+            snprintf(text[nf], sizeof text[nf], "%s %.4f", trm_metric_names[k], v);
+            fields[nf] = text[nf], nf++;
         }
         char key[128];
         snprintf(key, sizeof key, "%s/count", r.names[s]);
         json_kv_double(&rec, key, r.sums[s][TRM_M_COUNT]);
-        printf("\n");
+        snprintf(head, sizeof head, "eval step %" PRId64 " [%.64s]", t->step, r.names[s]);
+        trm_print_fields(stdout, TRM_LINE_WIDTH, head, fields, nf);
     }
-    if (em.n) printf("eval step %" PRId64 " [evaluators]", t->step);
     for (int i = 0; i < em.n; i++) {
         json_kv_double(&rec, em.names[i], em.values[i]);
-        printf("  %s %.4f", em.names[i], em.values[i]);
+        snprintf(text[i], sizeof text[i], "%.48s %.4f", em.names[i], em.values[i]);
+        fields[i] = text[i];
     }
-    if (em.n) printf("\n");
+    snprintf(head, sizeof head, "eval step %" PRId64 " [evaluators]", t->step);
+    if (em.n) trm_print_fields(stdout, TRM_LINE_WIDTH, head, fields, em.n);
     record_end(t, &rec);
     fflush(stdout);
     trm_eval_result_free(&r);
@@ -796,9 +809,12 @@ static int open_run_dir(trainer *t, trm_err *e) {
     printf("run directory: %s\n", t->run_dir);
     size_t nparams = 0;
     for (int i = 0; i < t->m.nparams; i++) nparams += t->m.params[i].numel;
-    printf("model: %s, %zu parameters (%s), %" PRId64 " steps of %" PRId64 " examples, %" PRId64 " chunks of %" PRId64 " epochs\n",
-           t->m.arch->preset, nparams, t->rc.arch.mlp_t ? "mlp_t" : "attention", t->total_steps, t->rc.global_batch_size,
-           t->total_iters, t->rc.eval_interval);
+    char *model = xasprintf("model: %s, %s, %zu parameters; %" PRId64 " steps x %" PRId64 " examples, %" PRId64
+                            " chunks",
+                            t->m.arch->preset, t->rc.arch.mlp_t ? "mlp_t" : "attention", nparams, t->total_steps,
+                            t->rc.global_batch_size, t->total_iters);
+    trm_print_wrapped(stdout, TRM_LINE_WIDTH, model);
+    free(model);
     if (t->have_test) {
         const char *dir = t->rc.n_data_paths_test ? t->rc.data_paths_test[0] : t->rc.data_paths[0];
         if (trm_evaluators_open(&t->evals, t->rc.evaluators, t->rc.n_evaluators, dir, e)) return -1;
@@ -968,8 +984,11 @@ static void final_report(trainer *t, int rc, const trm_err *e) {
     char d[32];
     trm_format_duration(now - t->t_start, d, sizeof d);
     trm_display_clear(&t->disp);
-    printf("%s: %" PRId64 " steps in %s (%.3g steps/s while training); report: %s/report.html\n", state,
-           t->step - t->step_start, d, train_s > 0 ? (double)(t->step - t->step_start) / train_s : 0.0, t->run_dir);
+    char *line = xasprintf("%s: %" PRId64 " steps in %s (%.3g steps/s while training); report: %s/report.html",
+                           state, t->step - t->step_start, d,
+                           train_s > 0 ? (double)(t->step - t->step_start) / train_s : 0.0, t->run_dir);
+    trm_print_wrapped(stdout, TRM_LINE_WIDTH, line);
+    free(line);
 }
 
 /* A resume of a run that trained all its steps and logged its last evaluation: training and

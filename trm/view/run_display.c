@@ -200,3 +200,38 @@ void trm_display_clear(trm_display *d) {
      * a full interval without other output */
     d->last = d->tty ? -1e300 : trm_now_seconds();
 }
+
+void trm_print_fields(FILE *f, int width, const char *head, const char *const *fields, int n) {
+    size_t col = strlen(head);
+    fputs(head, f);
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(fields[i]);
+        if (col + 2 + len > (size_t)width && col > 2) {
+            fputc('\n', f);
+            col = 0;
+        }
+        fprintf(f, "  %s", fields[i]);
+        col += 2 + len;
+    }
+    fputc('\n', f);
+}
+
+void trm_print_wrapped(FILE *f, int width, const char *text) {
+    size_t col = 0;
+    const char *p = text;
+    while (*p) {
+        size_t word = strcspn(p, " "), gap = 0;
+        while (p[word + gap] == ' ') gap++;
+        if (col > 2 && col + 1 + word > (size_t)width) {
+            fputs("\n  ", f);
+            col = 2;
+        } else if (col) {
+            fputc(' ', f);
+            col++;
+        }
+        fwrite(p, 1, word, f);
+        col += word;
+        p += word + gap;
+    }
+    fputc('\n', f);
+}

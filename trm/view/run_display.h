@@ -50,4 +50,12 @@ void trm_display_clear(trm_display *d);
 /* Columns available for the status line. */
 int trm_display_width(const trm_display *d);
 
+/* The width of the lines a run prints (what a user reads in a terminal): 80 columns. */
+#define TRM_LINE_WIDTH 80
+/* head, then the fields ("lm_loss 1.2345": never split), two spaces apart, wrapped to `width`
+ * columns; continuation lines start with two spaces. */
+void trm_print_fields(FILE *f, int width, const char *head, const char *const *fields, int n);
+/* Prose wrapped at spaces to `width` columns; continuation lines start with two spaces. */
+void trm_print_wrapped(FILE *f, int width, const char *text);
+
 #endif
