@@ -545,8 +545,8 @@ static void mps_adam_atan2(trm_backend *b, float *p, const float *g, float *m, f
     run1d(b, K_OPTIM, OPT_ADAM, &pc, sizeof pc, n);
 }
 
-static void mps_sign_sgd(trm_backend *b, float *w, int ndim, const int32_t *ids, const float *g, int n, float lr,
-                         float wd) {
+static void mps_sign_sgd_sparse(trm_backend *b, float *w, int ndim, const int32_t *ids, const float *g, int n,
+                                float lr, float wd) {
     if (n <= 0 || ndim <= 0) return;
     optim_pc pc = {.p = A(w), .g = A(g), .m = A(ids), .n = (uint32_t)n, .ndim = (uint32_t)ndim, .lr = lr,
                    .decay = (float)(1.0 - (double)lr * wd)};
@@ -648,37 +648,9 @@ trm_backend *trm_mps_backend_create(int index, trm_err *e) {
     b->caps.unified_memory = c->vk.unified;
     b->max_alloc = c->vk.max_alloc;
     b->ctx = c;
-    b->destroy = mps_destroy;
-    b->alloc = mps_alloc;
-    b->free = mps_free;
-    b->to_device = mps_to_device;
-    b->to_host = mps_to_host;
-    b->copy = mps_copy;
-    b->zero = mps_zero;
-    b->sync = mps_sync;
-    b->gemm = mps_gemm;
-    b->add = mps_add;
-    b->axpy = mps_axpy;
-    b->transpose = mps_transpose;
-    b->rmsnorm_fwd = mps_rmsnorm_fwd;
-    b->rmsnorm_bwd = mps_rmsnorm_bwd;
-    b->swiglu_fwd = mps_swiglu_fwd;
-    b->swiglu_bwd = mps_swiglu_bwd;
-    b->rope_fwd = mps_rope_fwd;
-    b->rope_bwd = mps_rope_bwd;
-    b->attention_fwd = mps_attention_fwd;
-    b->attention_bwd = mps_attention_bwd;
-    b->bias_fwd = mps_bias_fwd;
-    b->bias_bwd = mps_bias_bwd;
-    b->embed_fwd = mps_embed_fwd;
-    b->embed_bwd = mps_embed_bwd;
-    b->loss_head = mps_loss_head;
-    b->act_reset = mps_act_reset;
-    b->act_update = mps_act_update;
-    b->q_target = mps_q_target;
-    b->adam_atan2 = mps_adam_atan2;
-    b->sign_sgd_sparse = mps_sign_sgd;
-    b->ema = mps_ema;
-    b->mem_info = mps_mem_info;
+    /* fp32 only, no compile stage, no collectives, no fused gate/up pass: those stay NULL */
+#define MPS_OP(op) b->op = mps_##op;
+    TRM_OPS_REQUIRED(MPS_OP) TRM_OPS_MEM_INFO(MPS_OP)
+#undef MPS_OP
     return b;
 }
