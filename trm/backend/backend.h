@@ -261,7 +261,8 @@ struct trm_backend {
 
 /* The lists name every op of the table: one added to the struct but not to a list fails here. */
 #define TRM_OP_ONE_(op) +1
-static_assert(sizeof(trm_backend) == offsetof(trm_backend, destroy) + (0 TRM_OPS_ALL(TRM_OP_ONE_)) * sizeof(void (*)(void)),
+static_assert(sizeof(trm_backend) ==
+                  offsetof(trm_backend, destroy) + (0 TRM_OPS_ALL(TRM_OP_ONE_)) * sizeof(void (*)(void)),
               "an op of trm_backend is missing from the TRM_OPS_* lists");
 #undef TRM_OP_ONE_
 
