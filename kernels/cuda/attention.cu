@@ -147,6 +147,34 @@ __device__ __forceinline__ void fa_fetch(bf16 *tile, const bf16 *src, size_t ld,
     cp_async_rows(tile, FA_LD, src, ld, r0, nrows, T, FA_D / 8, FA_D);
 }
 
+/* The double-buffered stream of the mma.sync kernels: two (T, ld) matrices (K and V, or Q and
+ * dO) walked in FA_T-row tiles, tile it in stage it & 1 of the two-stage buffers sA and sB. */
+
+/* starts the copies of the tiles at row r0 of A and B into a and b (one cp.async group) */
+__device__ __forceinline__ void fa_fetch2(bf16 *a, bf16 *b, const bf16 *A, size_t lda, const bf16 *B, size_t ldb,
+                                          int r0, int T) {
+    fa_fetch(a, A, lda, r0, FA_T, T);
+    fa_fetch(b, B, ldb, r0, FA_T, T);
+    cp_async_commit();
+}
+/* waits until tile it of n has landed (tile it + 1 may still be in flight) and the block sees it */
+__device__ __forceinline__ void fa_wait_tile(int it, int n) {
+    if (it + 1 < n)
+        cp_async_wait<1>();
+    else
+        cp_async_wait<0>();
+    __syncthreads();
+}
+/* At the top of iteration it: starts tile it + 1 into the other stage, then waits for tile it.
+ * The caller fetched tile 0 into stage 0 before its loop and ends each iteration with
+ * __syncthreads: the stage it read is the one the next iteration refills. */
+__device__ __forceinline__ void fa_stream_next(bf16 (*sA)[FA_TILE], bf16 (*sB)[FA_TILE], const bf16 *A, size_t lda,
+                                               const bf16 *B, size_t ldb, int it, int n, int T) {
+    int sn = (it & 1) ^ 1;
+    if (it + 1 < n) fa_fetch2(sA[sn], sB[sn], A, lda, B, ldb, it * FA_T + FA_T, T);
+    fa_wait_tile(it, n);
+}
+
 /* A fragments of rows row0..row0+15 of a tile, all 64 columns (4 k-steps). */
 __device__ __forceinline__ void fa_afrag(uint32_t a[4][4], const bf16 *tile, int row0) {
     int l = threadIdx.x & 31, m = l >> 3;
@@ -266,20 +294,10 @@ __global__ void __launch_bounds__(32 * FA_FWD_WARPS) flash_fwd_kernel(bf16 *out,
         m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.f;
     }
     int n = (T + FA_T - 1) / FA_T;
-    fa_fetch(sK[0], K, ld, 0, FA_T, T);
-    fa_fetch(sV[0], V, ld, 0, FA_T, T);
-    cp_async_commit();
+    fa_fetch2(sK[0], sV[0], K, ld, V, ld, 0, T);
     for (int it = 0; it < n; it++) {
         int st = it & 1, k0 = it * FA_T;
-        if (it + 1 < n) {
-            fa_fetch(sK[st ^ 1], K, ld, k0 + FA_T, FA_T, T);
-            fa_fetch(sV[st ^ 1], V, ld, k0 + FA_T, FA_T, T);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        __syncthreads();
+        fa_stream_next(sK, sV, K, ld, V, ld, it, n, T);
         if (!live) { /* all its rows past T: it only helps load the tiles */
             __syncthreads();
             continue;
@@ -937,6 +955,35 @@ __device__ __forceinline__ void fb_mma_pn16(float acc[FA_MT][8][4], const float 
     }
 }
 
+/* The block's FB_ROWS rows of A and B from row r0 (zeros past T) into a and b, waited for and
+ * seen by the block: the rows whose A fragments each warp keeps (a and b: both stages of the
+ * stream's buffers, free until the stream starts after the next barrier). */
+__device__ __forceinline__ void fb_stage_rows(bf16 *a, bf16 *b, const bf16 *A, size_t lda, const bf16 *B, size_t ldb,
+                                              int r0, int T) {
+    fa_fetch(a, A, lda, r0, FB_ROWS, T);
+    fa_fetch(b, B, ldb, r0, FB_ROWS, T);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+}
+
+/* s = A·taᵀ and d = B·tbᵀ against the 16 streamed rows from sub: the scores and the dO·Vᵀ
+ * products of a backward step (16 × 16 for each of the warp's tiles) */
+__device__ __forceinline__ void fb_sdp16(float s[FA_MT][2][4], float d[FA_MT][2][4], const uint32_t a[FA_MT][4][4],
+                                         const uint32_t b[FA_MT][4][4], const bf16 *ta, const bf16 *tb, int sub) {
+    fb_zero16(s), fb_zero16(d);
+    fb_mma_nt16(s, a, ta, sub);
+    fb_mma_nt16(d, b, tb, sub);
+}
+
+/* for (mt, j, e) over every element of a backward step's 16 × 16 C fragments, in register order:
+ * tile mt, 8-column block j, slot e. A macro rather than a function taking a lambda, which made
+ * the compiler order the dQ pass otherwise. */
+#define FB_EACH16(mt, j, e)                                  \
+    _Pragma("unroll") for (int mt = 0; mt < FA_MT; mt++)     \
+        _Pragma("unroll") for (int j = 0; j < 2; j++)        \
+            _Pragma("unroll") for (int e = 0; e < 4; e++)
+
 /* dK and dV of 128 keys, over every query tile. q16: bf16 qkv; o16: bf16 dO. */
 __global__ void __launch_bounds__(128) flash_bwd_kv_kernel(bf16 *dqkv, const bf16 *q16, const bf16 *o16,
                                                            const float *lse, const float *dr, int T, int H,
@@ -948,11 +995,7 @@ __global__ void __launch_bounds__(128) flash_bwd_kv_kernel(bf16 *dqkv, const bf1
     bool live = k0 + w * 32 < T; /* the last block's warps past T skip the arithmetic */
     auto [ld, ldo, Q, K, V, dO, Lr, Dr] = fb_head(q16, o16, lse, dr, T, H, b, h);
     /* the block's 128 K rows over both sQ stages, its V rows over both sO stages */
-    fa_fetch(&sQ[0][0], K, ld, k0, FB_ROWS, T);
-    fa_fetch(&sO[0][0], V, ld, k0, FB_ROWS, T);
-    cp_async_commit();
-    cp_async_wait<0>();
-    __syncthreads();
+    fb_stage_rows(&sQ[0][0], &sO[0][0], K, ld, V, ld, k0, T);
     uint32_t ka[FA_MT][4][4], va[FA_MT][4][4];
 #pragma unroll
     for (int mt = 0; mt < FA_MT; mt++) {
@@ -968,36 +1011,23 @@ __global__ void __launch_bounds__(128) flash_bwd_kv_kernel(bf16 *dqkv, const bf1
         int st = it & 1;
         if (it + 1 < n) { /* fetch the next query tile while this one is used */
             int q1 = (it + 1) * FA_T, sn = (it + 1) & 1;
-            fa_fetch(sQ[sn], Q, ld, q1, FA_T, T);
-            fa_fetch(sO[sn], dO, ldo, q1, FA_T, T);
-            cp_async_commit();
+            fa_fetch2(sQ[sn], sO[sn], Q, ld, dO, ldo, q1, T);
             for (int i = threadIdx.x; i < FA_T; i += blockDim.x) {
                 sL[sn][i] = q1 + i < T ? Lr[q1 + i] * LOG2E : INFINITY; /* P = 0 past T */
                 sDr[sn][i] = q1 + i < T ? Dr[q1 + i] : 0.f;
             }
         }
         if (it < 0) continue;
-        if (it + 1 < n)
-            cp_async_wait<1>();
-        else
-            cp_async_wait<0>();
-        __syncthreads();
+        fa_wait_tile(it, n);
 #pragma unroll 1
         for (int sub = 0; live && sub < FA_T && it * FA_T + sub < T; sub += 16) {
             float p[FA_MT][2][4], dp[FA_MT][2][4];
-            fb_zero16(p), fb_zero16(dp);
-            fb_mma_nt16(p, ka, sQ[st], sub);  /* Sᵀ: keys × 16 queries */
-            fb_mma_nt16(dp, va, sO[st], sub); /* dPᵀ = V·dOᵀ */
-#pragma unroll
-            for (int mt = 0; mt < FA_MT; mt++)
-#pragma unroll
-                for (int j = 0; j < 2; j++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        int q = sub + j * 8 + 2 * t + (e & 1);
-                        p[mt][j][e] = ex2(fmaf(p[mt][j][e], sl2, -sL[st][q]));
-                        dp[mt][j][e] = p[mt][j][e] * (dp[mt][j][e] - sDr[st][q]);
-                    }
+            fb_sdp16(p, dp, ka, va, sQ[st], sO[st], sub); /* Sᵀ: keys × 16 queries; dPᵀ = V·dOᵀ */
+            FB_EACH16(mt, j, e) {
+                int q = sub + j * 8 + 2 * t + (e & 1);
+                p[mt][j][e] = ex2(fmaf(p[mt][j][e], sl2, -sL[st][q]));
+                dp[mt][j][e] = p[mt][j][e] * (dp[mt][j][e] - sDr[st][q]);
+            }
             fb_mma_pn16(dv, p, sO[st], sub);  /* dV += Pᵀ·dO */
             fb_mma_pn16(dk, dp, sQ[st], sub); /* dK += dSᵀ·Q */
         }
@@ -1021,11 +1051,7 @@ __global__ void __launch_bounds__(128) flash_bwd_q_kernel(bf16 *dqkv, const bf16
     int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
     bool live = q0 + w * 32 < T; /* the last block's warps past T skip the arithmetic */
     auto [ld, ldo, Q, K, V, dO, Lr, Dr] = fb_head(q16, o16, lse, dr, T, H, b, h);
-    fa_fetch(&sK[0][0], Q, ld, q0, FB_ROWS, T);
-    fa_fetch(&sV[0][0], dO, ldo, q0, FB_ROWS, T);
-    cp_async_commit();
-    cp_async_wait<0>();
-    __syncthreads();
+    fb_stage_rows(&sK[0][0], &sV[0][0], Q, ld, dO, ldo, q0, T);
     uint32_t qa[FA_MT][4][4], oa[FA_MT][4][4];
     float Lq[FA_MT][2], Dq[FA_MT][2];
 #pragma unroll
@@ -1041,36 +1067,19 @@ __global__ void __launch_bounds__(128) flash_bwd_q_kernel(bf16 *dqkv, const bf16
 #pragma unroll
     for (int mt = 0; mt < FA_MT; mt++) fa_zero(dq[mt]);
     int n = (T + FA_T - 1) / FA_T;
-    fa_fetch(sK[0], K, ld, 0, FA_T, T);
-    fa_fetch(sV[0], V, ld, 0, FA_T, T);
-    cp_async_commit();
+    fa_fetch2(sK[0], sV[0], K, ld, V, ld, 0, T);
     for (int it = 0; it < n; it++) {
         int st = it & 1, k0 = it * FA_T;
-        if (it + 1 < n) {
-            fa_fetch(sK[st ^ 1], K, ld, k0 + FA_T, FA_T, T);
-            fa_fetch(sV[st ^ 1], V, ld, k0 + FA_T, FA_T, T);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        __syncthreads();
+        fa_stream_next(sK, sV, K, ld, V, ld, it, n, T);
 #pragma unroll 1
         for (int sub = 0; live && sub < FA_T && k0 + sub < T; sub += 16) {
             float p[FA_MT][2][4], dp[FA_MT][2][4];
-            fb_zero16(p), fb_zero16(dp);
-            fb_mma_nt16(p, qa, sK[st], sub);  /* S: queries × 16 keys */
-            fb_mma_nt16(dp, oa, sV[st], sub); /* dP = dO·Vᵀ */
-#pragma unroll
-            for (int mt = 0; mt < FA_MT; mt++)
-#pragma unroll
-                for (int j = 0; j < 2; j++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        int key = k0 + sub + j * 8 + 2 * t + (e & 1);
-                        float pe = key < T ? ex2(fmaf(p[mt][j][e], sl2, -Lq[mt][e >> 1])) : 0.f;
-                        dp[mt][j][e] = pe * (dp[mt][j][e] - Dq[mt][e >> 1]);
-                    }
+            fb_sdp16(p, dp, qa, oa, sK[st], sV[st], sub); /* S: queries × 16 keys; dP = dO·Vᵀ */
+            FB_EACH16(mt, j, e) {
+                int key = k0 + sub + j * 8 + 2 * t + (e & 1);
+                float pe = key < T ? ex2(fmaf(p[mt][j][e], sl2, -Lq[mt][e >> 1])) : 0.f;
+                dp[mt][j][e] = pe * (dp[mt][j][e] - Dq[mt][e >> 1]);
+            }
             fb_mma_pn16(dq, dp, sK[st], sub); /* dQ += dS·K */
         }
         __syncthreads();

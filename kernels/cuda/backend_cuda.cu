@@ -490,8 +490,8 @@ static void cuda_adam_atan2(trm_backend *b, float *p, const float *g, float *m, 
                             float lr, float wd, float b1, float b2, int64_t t) {
     k_adam_atan2(ST(b), p, g, m, v, n, lr, wd, b1, b2, t);
 }
-static void cuda_sign_sgd(trm_backend *b, float *w, int ndim, const int32_t *ids, const float *g,
-                          int n, float lr, float wd) {
+static void cuda_sign_sgd_sparse(trm_backend *b, float *w, int ndim, const int32_t *ids, const float *g, int n,
+                                 float lr, float wd) {
     k_sign_sgd_sparse(ST(b), w, ndim, ids, g, n, lr, wd);
 }
 static void cuda_ema(trm_backend *b, float *s, const float *p, size_t n, float rate) { k_ema(ST(b), s, p, n, rate); }
@@ -628,47 +628,8 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     c->wgmma = env_flag("TRM_FLASH_WGMMA", 1) && k_flash_wgmma();
     c->deterministic = env_flag("TRM_DETERMINISTIC", 0);
     c->gate_up_tma = env_flag("TRM_GATE_UP_WGMMA", 1) ? k_gate_up_wgmma() : NULL;
-    b->destroy = cuda_destroy;
-    b->alloc = cuda_alloc;
-    b->free = cuda_free;
-    b->to_device = cuda_to_device;
-    b->to_host = cuda_to_host;
-    b->copy = cuda_copy;
-    b->zero = cuda_zero;
-    b->sync = cuda_sync;
-    b->gemm = cuda_gemm;
-    b->add = cuda_add;
-    b->axpy = cuda_axpy;
-    b->transpose = cuda_transpose;
-    b->rmsnorm_fwd = cuda_rmsnorm_fwd;
-    b->rmsnorm_bwd = cuda_rmsnorm_bwd;
-    b->swiglu_fwd = cuda_swiglu_fwd;
-    b->swiglu_bwd = cuda_swiglu_bwd;
-    b->gate_up_swiglu = cuda_gate_up_swiglu;
-    b->gate_up_swiglu_bwd = cuda_gate_up_swiglu_bwd;
-    b->rope_fwd = cuda_rope_fwd;
-    b->rope_bwd = cuda_rope_bwd;
-    b->attention_fwd = cuda_attention_fwd;
-    b->attention_bwd = cuda_attention_bwd;
-    b->bias_fwd = cuda_bias_fwd;
-    b->bias_bwd = cuda_bias_bwd;
-    b->embed_fwd = cuda_embed_fwd;
-    b->embed_bwd = cuda_embed_bwd;
-    b->loss_head = cuda_loss_head;
-    b->act_reset = cuda_act_reset;
-    b->act_update = cuda_act_update;
-    b->q_target = cuda_q_target;
-    b->adam_atan2 = cuda_adam_atan2;
-    b->sign_sgd_sparse = cuda_sign_sgd;
-    b->ema = cuda_ema;
-    b->convert = cuda_convert;
-    b->capture_begin = cuda_capture_begin;
-    b->capture_end = cuda_capture_end;
-    b->graph_launch = cuda_graph_launch;
-    b->graph_destroy = cuda_graph_destroy;
-    b->mem_info = cuda_mem_info;
-    b->comm_init = cuda_comm_init;
-    b->allreduce_sum = cuda_allreduce_sum;
-    b->allgather = cuda_allgather;
+#define CUDA_OP(op) b->op = cuda_##op;
+    TRM_OPS_ALL(CUDA_OP) /* every op, the optional ones included */
+#undef CUDA_OP
     return b;
 }

@@ -21,22 +21,49 @@ template <int L> __device__ __forceinline__ float group_sum(float v) {
 /* rows handled by a block of 256 threads, L lanes a row */
 template <int L> static unsigned rms_grid(int rows) { return grid_for((size_t)rows, 256 / L); }
 
+/* The row of this thread's group of L lanes among the rows r0.. its block takes in this pass.
+ * Every lane of a warp takes part in the shuffles: a group past the last row computes on row 0
+ * (live = 0) and writes nothing. */
+template <int L> __device__ __forceinline__ int group_row(int r0, int rows, int &live) {
+    int r = r0 + threadIdx.x / L;
+    live = r < rows;
+    return live ? r : 0;
+}
+
+/* f(k, j) for each of the row's 16-byte vectors this lane holds in registers: vector j = lane +
+ * L·k of the row's nv, the lane's k-th (k < RMS_MAXV). f takes the kernel's pointer parameters by
+ * value and the rest by reference, which gives the PTX of the loops written out (a pointer
+ * parameter taken by reference made the compiler order the code otherwise). */
+template <int L, typename F> __device__ __forceinline__ void for_vecs(int lane, int nv, F f) {
+#pragma unroll
+    for (int k = 0; k < RMS_MAXV; k++) {
+        int j = lane + L * k;
+        if (j >= nv) continue;
+        f(k, j);
+    }
+}
+
+/* acc += Σ a[e]·b[e] over the vector's values, those at columns c0 + e ≥ dim (the row's pad)
+ * zeroed first in both */
+template <int N>
+__device__ __forceinline__ void dot_in_row(float (&a)[N], float (&b)[N], int c0, int dim, float &acc) {
+#pragma unroll
+    for (int e = 0; e < N; e++) {
+        if (c0 + e >= dim) a[e] = b[e] = 0.f;
+        acc += a[e] * b[e];
+    }
+}
+
 template <typename T, int L>
 __global__ void rmsnorm_fwd_vec(T *y, float *rstd, const T *x, const T *res, int rows, int dim, int ld, float eps) {
     const int N = vn<T>::N;
     int per = blockDim.x / L, lane = threadIdx.x % L, nv = ld / N;
-    /* every lane of a warp takes part in the shuffles: rows past the end compute on row 0 and
-     * write nothing */
     for (int r0 = blockIdx.x * per; r0 < rows; r0 += gridDim.x * per) {
-        int r = r0 + threadIdx.x / L, live = r < rows;
-        if (!live) r = 0;
+        int live, r = group_row<L>(r0, rows, live);
         size_t o = (size_t)r * ld;
         float v[RMS_MAXV][N];
         float ss = 0.f;
-#pragma unroll
-        for (int k = 0; k < RMS_MAXV; k++) {
-            int j = lane + L * k;
-            if (j >= nv) continue;
+        for_vecs<L>(lane, nv, [&, x, res](int k, int j) {
             ld16(v[k], x + o + (size_t)j * N);
             if (res) {
                 float b[N];
@@ -44,23 +71,16 @@ __global__ void rmsnorm_fwd_vec(T *y, float *rstd, const T *x, const T *res, int
 #pragma unroll
                 for (int e = 0; e < N; e++) v[k][e] = to_f(from_f<T>(v[k][e] + b[e]));
             }
-#pragma unroll
-            for (int e = 0; e < N; e++) {
-                if (j * N + e >= dim) v[k][e] = 0.f;
-                ss += v[k][e] * v[k][e];
-            }
-        }
+            dot_in_row(v[k], v[k], j * N, dim, ss);
+        });
         ss = group_sum<L>(ss);
         float s = rsqrtf(ss / dim + eps);
         if (!live) continue;
-#pragma unroll
-        for (int k = 0; k < RMS_MAXV; k++) {
-            int j = lane + L * k;
-            if (j >= nv) continue;
+        for_vecs<L>(lane, nv, [&, y](int k, int j) {
 #pragma unroll
             for (int e = 0; e < N; e++) v[k][e] *= s;
             st16(y + o + (size_t)j * N, v[k]);
-        }
+        });
         if (rstd && lane == 0) rstd[r] = s;
     }
 }
@@ -106,21 +126,25 @@ template <typename F> static void with_lanes(int L, F f) {
         f(std::integral_constant<int, 32>());
 }
 
+/* One launch over rows: the register path's kernel vec(lc) for the L lanes a row (lc: L as a
+ * std::integral_constant), or the warp-a-row kernel any where L is 0 (the row does not fit). */
+template <typename Vec, typename Any, typename... Args>
+static void rms_launch(cudaStream_t st, int L, int rows, Vec vec, Any any, Args... args) {
+    if (L)
+        with_lanes(L, [&](auto lc) {
+            auto kernel = vec(lc);
+            kernel<<<rms_grid<decltype(lc)::value>(rows), 256, 0, st>>>(args...);
+        });
+    else
+        any<<<grid_for((size_t)rows, 8), 256, 0, st>>>(args...);
+}
+
 void k_rmsnorm_fwd(cudaStream_t st, int dt, void *y, float *rstd, const void *x, const void *res, int rows, int dim,
                    int ld, float eps) {
     if (rows <= 0 || dim <= 0) return;
-    ACT_DISPATCH(dt, {
-        int L = vec_lanes<T>(ld, y, x, res);
-        if (L)
-            with_lanes(L, [&](auto lc) {
-                const int LL = decltype(lc)::value;
-                rmsnorm_fwd_vec<T, LL><<<rms_grid<LL>(rows), 256, 0, st>>>((T *)y, rstd, (const T *)x, (const T *)res,
-                                                                         rows, dim, ld, eps);
-            });
-        else
-            rmsnorm_fwd_any<T><<<grid_for((size_t)rows, 8), 256, 0, st>>>((T *)y, rstd, (const T *)x, (const T *)res,
-                                                                          rows, dim, ld, eps);
-    });
+    ACT_DISPATCH(dt, rms_launch(st, vec_lanes<T>(ld, y, x, res), rows,
+                                [](auto lc) { return rmsnorm_fwd_vec<T, decltype(lc)::value>; }, rmsnorm_fwd_any<T>,
+                                (T *)y, rstd, (const T *)x, (const T *)res, rows, dim, ld, eps));
 }
 
 /* dx = rstd·(dy − y·mean(dy·y)) over the dim values; pads zero. */
@@ -129,34 +153,23 @@ __global__ void rmsnorm_bwd_vec(T *dx, const T *dy, const T *y, const float *rst
     const int N = vn<T>::N;
     int per = blockDim.x / L, lane = threadIdx.x % L, nv = ld / N;
     for (int r0 = blockIdx.x * per; r0 < rows; r0 += gridDim.x * per) {
-        int r = r0 + threadIdx.x / L, live = r < rows;
-        if (!live) r = 0;
+        int live, r = group_row<L>(r0, rows, live);
         size_t o = (size_t)r * ld;
         float g[RMS_MAXV][N], v[RMS_MAXV][N];
         float dot = 0.f;
-#pragma unroll
-        for (int k = 0; k < RMS_MAXV; k++) {
-            int j = lane + L * k;
-            if (j >= nv) continue;
+        for_vecs<L>(lane, nv, [&, dy, y](int k, int j) {
             ld16(g[k], dy + o + (size_t)j * N);
             ld16(v[k], y + o + (size_t)j * N);
-#pragma unroll
-            for (int e = 0; e < N; e++) {
-                if (j * N + e >= dim) g[k][e] = v[k][e] = 0.f;
-                dot += g[k][e] * v[k][e];
-            }
-        }
+            dot_in_row(g[k], v[k], j * N, dim, dot);
+        });
         dot = group_sum<L>(dot);
         float mean = dot / dim, s = rstd[r];
         if (!live) continue;
-#pragma unroll
-        for (int k = 0; k < RMS_MAXV; k++) {
-            int j = lane + L * k;
-            if (j >= nv) continue;
+        for_vecs<L>(lane, nv, [&, dx](int k, int j) {
 #pragma unroll
             for (int e = 0; e < N; e++) g[k][e] = s * (g[k][e] - v[k][e] * mean);
             st16(dx + o + (size_t)j * N, g[k]);
-        }
+        });
     }
 }
 
@@ -177,16 +190,7 @@ __global__ void rmsnorm_bwd_any(T *dx, const T *dy, const T *y, const float *rst
 void k_rmsnorm_bwd(cudaStream_t st, int dt, void *dx, const void *dy, const void *y, const float *rstd, int rows,
                    int dim, int ld) {
     if (rows <= 0 || dim <= 0) return;
-    ACT_DISPATCH(dt, {
-        int L = vec_lanes<T>(ld, dx, dy, y);
-        if (L)
-            with_lanes(L, [&](auto lc) {
-                const int LL = decltype(lc)::value;
-                rmsnorm_bwd_vec<T, LL><<<rms_grid<LL>(rows), 256, 0, st>>>((T *)dx, (const T *)dy, (const T *)y, rstd,
-                                                                         rows, dim, ld);
-            });
-        else
-            rmsnorm_bwd_any<T><<<grid_for((size_t)rows, 8), 256, 0, st>>>((T *)dx, (const T *)dy, (const T *)y, rstd,
-                                                                          rows, dim, ld);
-    });
+    ACT_DISPATCH(dt, rms_launch(st, vec_lanes<T>(ld, dx, dy, y), rows,
+                                [](auto lc) { return rmsnorm_bwd_vec<T, decltype(lc)::value>; }, rmsnorm_bwd_any<T>,
+                                (T *)dx, (const T *)dy, (const T *)y, rstd, rows, dim, ld));
 }

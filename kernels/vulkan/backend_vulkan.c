@@ -56,24 +56,39 @@ static void *scratch(trm_backend *b, int which, size_t bytes) {
     return c->scr[which];
 }
 
-/* Declarations of what the next dispatch reads and writes, in floats (see vk_reads). */
-static void rd(trm_backend *b, const void *p, size_t n) { vk_reads(&CTX(b)->vk, p, n * sizeof(float)); }
-static void wr(trm_backend *b, const void *p, size_t n) { vk_writes(&CTX(b)->vk, p, n * sizeof(float)); }
+/* Declarations of what the next dispatch reads and writes (see vk_reads): every op declares all
+ * of both before each dispatch, so that vk_device.c elides the barriers from them alone. rd and wr
+ * count 4-byte elements (floats, int32), rd_bytes and wr_bytes bytes (the uint8 halting flags,
+ * the uint64 RNG step); a NULL pointer, an optional tensor that is absent, declares nothing. */
+static void rd_bytes(trm_backend *b, const void *p, size_t bytes) {
+    if (p) vk_reads(&CTX(b)->vk, p, bytes);
+}
+static void wr_bytes(trm_backend *b, const void *p, size_t bytes) {
+    if (p) vk_writes(&CTX(b)->vk, p, bytes);
+}
+static void rd(trm_backend *b, const void *p, size_t n) { rd_bytes(b, p, n * sizeof(float)); }
+static void wr(trm_backend *b, const void *p, size_t n) { wr_bytes(b, p, n * sizeof(float)); }
+
+/* Bytes from p to the end of its allocation: what an op may touch of a table whose length it is
+ * not given, rows picked by id (the puzzle embeddings). */
+static size_t bytes_to_end(trm_backend *b, const void *p) {
+    const vk_mem *m = vk_find(&CTX(b)->vk, p, 1, "a table read by id");
+    return (size_t)(m->addr + m->size - A(p));
+}
 
 #define WG 256u
 #define MAX_GROUPS 65535u
 
-/* A grid-stride kernel over n items. */
+/* A grid-stride kernel over n items. No items, no groups: vk_dispatch then runs nothing and drops
+ * the declarations made for it (so that they do not join the next dispatch's). */
 static void run1d(trm_backend *b, int k, uint32_t mode, const void *pc, uint32_t pcb, size_t n) {
-    if (!n) return;
     uint32_t spec[VK_SPEC] = {WG, mode};
     size_t g = (n + WG - 1) / WG;
     vk_dispatch(&CTX(b)->vk, CTX(b)->kern[k], spec, pc, pcb, g > MAX_GROUPS ? MAX_GROUPS : (uint32_t)g, 1, 1);
 }
 
-/* One workgroup of `wg` invocations per row. */
+/* One workgroup of `wg` invocations per row (no rows: as run1d with no items). */
 static void run_rows(trm_backend *b, int k, uint32_t mode, uint32_t wg, const void *pc, uint32_t pcb, size_t rows) {
-    if (!rows) return;
     uint32_t spec[VK_SPEC] = {wg, mode};
     vk_dispatch(&CTX(b)->vk, CTX(b)->kern[k], spec, pc, pcb, rows > MAX_GROUPS ? MAX_GROUPS : (uint32_t)rows, 1, 1);
 }
@@ -246,12 +261,15 @@ static void mps_transpose(trm_backend *b, void *outv, int ldo, const void *inv, 
 static void mps_bias_fwd(trm_backend *b, float *y, const float *bias, int rows, int cols, int ld) {
     if (rows <= 0 || cols <= 0) return;
     elem_pc pc = {.y = A(y), .x1 = A(bias), .rows = (uint32_t)rows, .cols = (uint32_t)cols, .ld = (uint32_t)ld};
+    size_t span = (size_t)(rows - 1) * ld + cols;
+    rd(b, bias, (size_t)cols), rd(b, y, span), wr(b, y, span);
     run1d(b, K_ELEM, EW_BIAS_FWD, &pc, sizeof pc, u32((size_t)rows * cols, "bias"));
 }
 
 static void mps_bias_bwd(trm_backend *b, float *dbias, const float *dy, int rows, int cols, int ld) {
     if (rows <= 0 || cols <= 0) return;
     elem_pc pc = {.y = A(dbias), .x1 = A(dy), .rows = (uint32_t)rows, .cols = (uint32_t)cols, .ld = (uint32_t)ld};
+    rd(b, dy, (size_t)(rows - 1) * ld + cols), rd(b, dbias, (size_t)cols), wr(b, dbias, (size_t)cols);
     run_rows(b, K_ELEM, EW_BIAS_BWD, 256, &pc, sizeof pc, (size_t)cols);
 }
 
@@ -342,12 +360,18 @@ typedef struct {
 static void att_kernel(trm_backend *b, int mode, float *s, const float *lse, const float *p, const float *o, int B,
                        int T, int H, int h, int hd) {
     att_pc pc = {A(s), A(lse), A(p), A(o), (uint32_t)B, (uint32_t)T, (uint32_t)H, (uint32_t)h, (uint32_t)hd};
-    if (mode == AT_SOFTMAX_LSE)
+    size_t scores = (size_t)B * T * T, stats = (size_t)B * H * T; /* one head's (B, T, T); (B, H, T) */
+    if (mode == AT_SOFTMAX_LSE) {
+        rd(b, s, scores), wr(b, s, scores), wr(b, lse, stats);
         run_rows(b, K_ATT, AT_SOFTMAX_LSE, T >= 512 ? 128 : 64, &pc, sizeof pc, (size_t)B * T);
-    else if (mode == AT_ROWDOT)
+    } else if (mode == AT_ROWDOT) { /* s: the rowsums; p, o: dO and O, (B, T, H, hd) */
+        size_t n = (size_t)B * T * H * hd;
+        rd(b, p, n), rd(b, o, n), wr(b, s, stats);
         run1d(b, K_ATT, AT_ROWDOT, &pc, sizeof pc, (size_t)B * T * H);
-    else
-        run1d(b, K_ATT, (uint32_t)mode, &pc, sizeof pc, (size_t)B * T * T);
+    } else { /* the scores (or dP) in place, against the lse (or rowsums); DS reads P too */
+        rd(b, s, scores), wr(b, s, scores), rd(b, lse, stats), rd(b, p, scores);
+        run1d(b, K_ATT, (uint32_t)mode, &pc, sizeof pc, scores);
+    }
 }
 
 static const trm_gemm_dt F32x3 = {TRM_F32, TRM_F32, TRM_F32};
@@ -418,32 +442,41 @@ static embed_pc embed_args(const trm_embed_args *a) {
 static void mps_embed_fwd(trm_backend *b, void *out, const trm_embed_args *a) {
     embed_pc pc = embed_args(a);
     pc.out = A(out);
-    run1d(b, K_EMBED, EM_FWD, &pc, sizeof pc, (size_t)a->B * (a->P + a->S) * a->D);
+    size_t T = (size_t)(a->P + a->S), D = (size_t)a->D;
+    wr(b, out, (size_t)a->B * T * D), rd(b, a->tokens, (size_t)a->B * a->S), rd(b, a->tok_w, (size_t)a->V * D);
+    rd(b, a->pos_w, T * D);
+    if (a->ndim > 0 && a->puzzle_ids && a->puz_w)
+        rd(b, a->puzzle_ids, (size_t)a->B), rd_bytes(b, a->puz_w, bytes_to_end(b, a->puz_w));
+    run1d(b, K_EMBED, EM_FWD, &pc, sizeof pc, (size_t)a->B * T * D);
 }
 
 static void mps_embed_bwd(trm_backend *b, const void *dout, const trm_embed_args *a, float *d_tok_w,
                           float *d_pos_w, float *d_puz_rows) {
     embed_pc pc = embed_args(a);
     pc.dout = A(dout);
-    size_t rows = (size_t)a->B * a->S, D = (size_t)a->D;
+    size_t rows = (size_t)a->B * a->S, D = (size_t)a->D, TD = (size_t)(a->P + a->S) * D, vd = (size_t)a->V * D;
     if (d_tok_w && rows > 0 && a->V > 0) {
         size_t chunks = (rows + TOK_CHUNK - 1) / TOK_CHUNK;
-        u32(chunks * a->V * D, "the token-embedding gradient's partial sums");
-        float *work = scratch(b, SCR_EMBED, chunks * a->V * D * sizeof(float));
+        u32(chunks * vd, "the token-embedding gradient's partial sums");
+        float *work = scratch(b, SCR_EMBED, chunks * vd * sizeof(float));
         pc.chunks = u32(chunks, "embedding gradient");
         pc.out = A(work);
+        rd(b, a->tokens, rows), rd(b, dout, (size_t)a->B * TD), wr(b, work, chunks * vd);
         run1d(b, K_EMBED, EM_TOK_PARTIAL, &pc, sizeof pc, chunks * D);
         embed_pc r = pc;
         r.out = A(d_tok_w);
         r.dout = A(work);
-        run1d(b, K_EMBED, EM_TOK_REDUCE, &r, sizeof r, (size_t)a->V * D);
+        rd(b, work, chunks * vd), rd(b, d_tok_w, vd), wr(b, d_tok_w, vd);
+        run1d(b, K_EMBED, EM_TOK_REDUCE, &r, sizeof r, vd);
     }
     if (a->pos_w && d_pos_w) {
         pc.out = A(d_pos_w);
-        run1d(b, K_EMBED, EM_POS_BWD, &pc, sizeof pc, (size_t)(a->P + a->S) * D);
+        rd(b, dout, (size_t)a->B * TD), rd(b, d_pos_w, TD), wr(b, d_pos_w, TD);
+        run1d(b, K_EMBED, EM_POS_BWD, &pc, sizeof pc, TD);
     }
     if (a->ndim > 0 && d_puz_rows) {
         pc.out = A(d_puz_rows);
+        rd(b, dout, (size_t)a->B * TD), wr(b, d_puz_rows, (size_t)a->B * a->ndim);
         run1d(b, K_EMBED, EM_PUZ_BWD, &pc, sizeof pc, (size_t)a->B * a->ndim);
     }
 }
@@ -467,7 +500,11 @@ static void mps_loss_head(trm_backend *b, const trm_loss_args *a) {
     loss_pc pc = {A(a->logits), A(a->labels), A(a->q), A(a->q_target), A(a->halted), A(a->steps), A(a->dlogits),
                   A(a->dq), A(a->preds), A(stats), (uint32_t)a->B, (uint32_t)a->S, (uint32_t)a->V, (uint32_t)a->P,
                   (uint32_t)a->loss_type, a->grad_scale};
-    run_rows(b, K_LOSS, 0, 128, &pc, sizeof pc, (size_t)a->B);
+    size_t logits = (size_t)a->B * (a->P + a->S) * a->V, tokens = (size_t)a->B * a->S, B = (size_t)a->B;
+    rd(b, a->logits, logits), rd(b, a->labels, tokens), rd(b, a->q, 2 * B), rd(b, a->q_target, B);
+    rd_bytes(b, a->halted, B), rd(b, a->steps, B);
+    wr(b, a->dlogits, logits), wr(b, a->dq, 2 * B), wr(b, a->preds, tokens), wr(b, stats, nstats);
+    run_rows(b, K_LOSS, 0, 128, &pc, sizeof pc, B);
     if (c->stats_cap < nstats) {
         free(c->stats_host);
         c->stats_host = xmalloc(nstats * sizeof(float));
@@ -505,10 +542,14 @@ static void mps_act_reset(trm_backend *b, int B, int T, int D, int S, const uint
     if ((zH || zL) && n) {
         act_pc pc = {.p = {A(zH), A(zL), A(H_init), A(L_init), A(halted)}, .B = (uint32_t)B, .T = (uint32_t)T,
                      .D = (uint32_t)D};
+        rd_bytes(b, halted, (size_t)B), rd(b, H_init, (size_t)D), rd(b, L_init, (size_t)D), wr(b, zH, n), wr(b, zL, n);
         run1d(b, K_ACT, ACT_RESET_Z, &pc, sizeof pc, u32(n, "carry"));
     }
     act_pc pc = {.p = {A(halted), A(steps), A(ci), A(cl), A(cp), A(ni), A(nl), A(np)}, .B = (uint32_t)B,
                  .S = (uint32_t)(S > 0 ? S : 0)};
+    size_t rows = (size_t)B, tokens = (size_t)B * (S > 0 ? S : 0);
+    rd_bytes(b, halted, rows), rd(b, ni, tokens), rd(b, nl, tokens), rd(b, np, rows);
+    wr(b, steps, rows), wr(b, ci, tokens), wr(b, cl, tokens), wr(b, cp, rows);
     run1d(b, K_ACT, ACT_RESET_ROWS, &pc, sizeof pc, u32((size_t)B * (S > 0 ? S : 1), "carry"));
 }
 
@@ -517,12 +558,15 @@ static void mps_act_update(trm_backend *b, int B, int32_t *steps, uint8_t *halte
     if (B <= 0) return;
     act_pc pc = {{A(steps), A(halted), A(q), A(rng_step)}, (uint32_t)B, 0, 0, (uint32_t)hmax, (uint32_t)!!training,
                  (uint32_t)!!nac, ep, 0, seed, sample0};
+    rd(b, steps, (size_t)B), wr(b, steps, (size_t)B), wr_bytes(b, halted, (size_t)B), rd(b, q, 2 * (size_t)B);
+    rd_bytes(b, rng_step, sizeof *rng_step);
     run1d(b, K_ACT, ACT_UPDATE, &pc, sizeof pc, (size_t)B);
 }
 
 static void mps_q_target(trm_backend *b, int B, float *t, const float *qn, const int32_t *steps, int hmax) {
     if (B <= 0) return;
     act_pc pc = {.p = {A(t), A(qn), A(steps)}, .B = (uint32_t)B, .S = (uint32_t)hmax};
+    wr(b, t, (size_t)B), rd(b, qn, 2 * (size_t)B), rd(b, steps, (size_t)B);
     run1d(b, K_ACT, ACT_Q_TARGET, &pc, sizeof pc, (size_t)B);
 }
 
@@ -545,11 +589,13 @@ static void mps_adam_atan2(trm_backend *b, float *p, const float *g, float *m, f
     run1d(b, K_OPTIM, OPT_ADAM, &pc, sizeof pc, n);
 }
 
-static void mps_sign_sgd(trm_backend *b, float *w, int ndim, const int32_t *ids, const float *g, int n, float lr,
-                         float wd) {
+static void mps_sign_sgd_sparse(trm_backend *b, float *w, int ndim, const int32_t *ids, const float *g, int n,
+                                float lr, float wd) {
     if (n <= 0 || ndim <= 0) return;
     optim_pc pc = {.p = A(w), .g = A(g), .m = A(ids), .n = (uint32_t)n, .ndim = (uint32_t)ndim, .lr = lr,
                    .decay = (float)(1.0 - (double)lr * wd)};
+    size_t table = bytes_to_end(b, w); /* the rows of the ids, wherever they lie in it */
+    rd(b, ids, (size_t)n), rd(b, g, (size_t)n * ndim), rd_bytes(b, w, table), wr_bytes(b, w, table);
     run_rows(b, K_OPTIM, OPT_SIGN_SGD, 128, &pc, sizeof pc, (size_t)n);
 }
 
@@ -648,37 +694,9 @@ trm_backend *trm_mps_backend_create(int index, trm_err *e) {
     b->caps.unified_memory = c->vk.unified;
     b->max_alloc = c->vk.max_alloc;
     b->ctx = c;
-    b->destroy = mps_destroy;
-    b->alloc = mps_alloc;
-    b->free = mps_free;
-    b->to_device = mps_to_device;
-    b->to_host = mps_to_host;
-    b->copy = mps_copy;
-    b->zero = mps_zero;
-    b->sync = mps_sync;
-    b->gemm = mps_gemm;
-    b->add = mps_add;
-    b->axpy = mps_axpy;
-    b->transpose = mps_transpose;
-    b->rmsnorm_fwd = mps_rmsnorm_fwd;
-    b->rmsnorm_bwd = mps_rmsnorm_bwd;
-    b->swiglu_fwd = mps_swiglu_fwd;
-    b->swiglu_bwd = mps_swiglu_bwd;
-    b->rope_fwd = mps_rope_fwd;
-    b->rope_bwd = mps_rope_bwd;
-    b->attention_fwd = mps_attention_fwd;
-    b->attention_bwd = mps_attention_bwd;
-    b->bias_fwd = mps_bias_fwd;
-    b->bias_bwd = mps_bias_bwd;
-    b->embed_fwd = mps_embed_fwd;
-    b->embed_bwd = mps_embed_bwd;
-    b->loss_head = mps_loss_head;
-    b->act_reset = mps_act_reset;
-    b->act_update = mps_act_update;
-    b->q_target = mps_q_target;
-    b->adam_atan2 = mps_adam_atan2;
-    b->sign_sgd_sparse = mps_sign_sgd;
-    b->ema = mps_ema;
-    b->mem_info = mps_mem_info;
+    /* fp32 only, no compile stage, no collectives, no fused gate/up pass: those stay NULL */
+#define MPS_OP(op) b->op = mps_##op;
+    TRM_OPS_REQUIRED(MPS_OP) TRM_OPS_MEM_INFO(MPS_OP)
+#undef MPS_OP
     return b;
 }

@@ -106,7 +106,7 @@ typedef struct vk_ctx {
     VkPipeline bound;
     VkPipelineStageFlags last_stage; /* of the commands since the last barrier in this batch */
     /* What the dispatches since the last barrier read and wrote (see vk_reads), and what the
-     * next dispatch declared; a dispatch that declared nothing gets a barrier. */
+     * next dispatch declared; a copy or fill declares nothing and gets a barrier. */
     vk_range pend_r[VK_PENDING], pend_w[VK_PENDING], use_r[VK_USES], use_w[VK_USES];
     int npr, npw, nur, nuw;
     int pend_unknown;    /* a command since the last barrier declared nothing */
@@ -159,13 +159,15 @@ void vk_mem_info(vk_ctx *c, size_t *free_b, size_t *total_b);
 void vk_oom_exit(vk_ctx *c, size_t requested);
 
 /* ---- the command stream ---- */
-/* Declares memory the next dispatch reads or writes (all of it, or declare nothing): a dispatch
- * that touches nothing the dispatches since the last barrier wrote, and writes nothing they
- * read, runs without a barrier and may overlap them (a weight gradient beside the input
- * gradient, the optimiser's updates of different tensors). */
+/* Declares memory the next dispatch reads or writes, all of it: a dispatch that touches nothing
+ * the dispatches since the last barrier wrote, and writes nothing they read, runs without a
+ * barrier and may overlap them (a weight gradient beside the input gradient, the optimiser's
+ * updates of different tensors). */
 void vk_reads(vk_ctx *c, const void *p, size_t bytes);
 void vk_writes(vk_ctx *c, const void *p, size_t bytes);
-/* Records one dispatch of `kernel` specialised by spec[0..VK_SPEC-1]. */
+/* Records one dispatch of `kernel` specialised by spec[0..VK_SPEC-1]; one that runs must have
+ * declared its accesses (an internal error otherwise). With no groups nothing runs and the
+ * declarations are dropped. */
 void vk_dispatch(vk_ctx *c, int kernel, const uint32_t spec[VK_SPEC], const void *pc, uint32_t pc_bytes,
                  uint32_t gx, uint32_t gy, uint32_t gz);
 void vk_submit(vk_ctx *c);  /* hands the recorded commands to the queue */

@@ -702,6 +702,11 @@ void vk_dispatch(vk_ctx *c, int kernel, const uint32_t spec[VK_SPEC], const void
         c->nur = c->nuw = c->use_overflow = 0;
         return;
     }
+    if (!c->nur && !c->nuw) { /* every op declares its accesses: the barriers are elided from them alone */
+        fprintf(stderr, "trm: mps: kernel %s was dispatched without declaring what it reads and writes "
+                        "(internal error)\n", trm_spirv_modules[kernel].name);
+        exit(1);
+    }
     VkPipeline p = pipeline(c, kernel, spec);
     VkCommandBuffer cb = begin_command(c, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT);
     if (c->bound != p) {

@@ -10,6 +10,7 @@
  * moves. A backend with bf16 support runs its GEMMs in bf16 when `use_bf16` is set. */
 #ifndef TRM_BACKEND_H
 #define TRM_BACKEND_H
+#include <assert.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -233,6 +234,37 @@ struct trm_backend {
     /* ---- memory housekeeping (optional) ---- */
     void (*mem_info)(trm_backend *b, size_t *free_bytes, size_t *total_bytes);
 };
+
+/* The ops of the table by name, each listed once, so that "which ops a backend has" is which of
+ * these lists it expands: a backend fills its table with X(op) defined as `b->op = prefix_op;`.
+ * Every backend has the required ops; each optional group is left NULL by a backend without it
+ * (see the table above for when). */
+#define TRM_OPS_REQUIRED(X)                                                                           \
+    X(destroy) X(alloc) X(free) X(to_device) X(to_host) X(copy) X(zero) X(sync) X(gemm) X(add) X(axpy) \
+    X(transpose) X(rmsnorm_fwd) X(rmsnorm_bwd) X(swiglu_fwd) X(swiglu_bwd) X(rope_fwd) X(rope_bwd)      \
+    X(attention_fwd) X(attention_bwd) X(bias_fwd) X(bias_bwd) X(embed_fwd) X(embed_bwd) X(loss_head)   \
+    X(act_reset) X(act_update) X(q_target) X(adam_atan2) X(sign_sgd_sparse) X(ema)
+/* the fused gate/up + SwiGLU passes (optional) */
+#define TRM_OPS_FUSED(X) X(gate_up_swiglu) X(gate_up_swiglu_bwd)
+/* with caps.bf16_acts */
+#define TRM_OPS_BF16_ACTS(X) X(convert)
+/* with caps.compile */
+#define TRM_OPS_COMPILE(X) X(capture_begin) X(capture_end) X(graph_launch) X(graph_destroy)
+/* with caps.distributed */
+#define TRM_OPS_DISTRIBUTED(X) X(comm_init) X(allreduce_sum) X(allgather)
+/* memory housekeeping (optional) */
+#define TRM_OPS_MEM_INFO(X) X(mem_info)
+
+#define TRM_OPS_ALL(X)                                                                        \
+    TRM_OPS_REQUIRED(X) TRM_OPS_FUSED(X) TRM_OPS_BF16_ACTS(X) TRM_OPS_COMPILE(X) TRM_OPS_DISTRIBUTED(X) \
+    TRM_OPS_MEM_INFO(X)
+
+/* The lists name every op of the table: one added to the struct but not to a list fails here. */
+#define TRM_OP_ONE_(op) +1
+static_assert(sizeof(trm_backend) ==
+                  offsetof(trm_backend, destroy) + (0 TRM_OPS_ALL(TRM_OP_ONE_)) * sizeof(void (*)(void)),
+              "an op of trm_backend is missing from the TRM_OPS_* lists");
+#undef TRM_OP_ONE_
 
 /* ---- registry: the one global table of backends compiled into this binary ---- */
 typedef struct {
