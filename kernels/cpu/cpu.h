@@ -17,6 +17,7 @@
 
 #include "backend/backend.h"
 #include "dist/dist.h"
+#include "exp_poly.h"
 
 /* Below this many elements a parallel region costs more than the loop itself. */
 #define PAR_MIN 32768
@@ -47,10 +48,11 @@ static inline int thread_id(void) {
  * glibc only offers SIMD expf under -ffast-math, which we refuse (it would break the float32
  * agreement elsewhere), and under -ftrapping-math gcc will not if-convert a scalar expf's
  * clamps, so this is written with GCC/clang vector extensions (8 lanes; narrower targets
- * split them). Cephes range reduction and polynomial, ≈1 ulp on the normal range. NaN falls
- * through the clamps; x ≤ −104 gives 0 (exp(−104) rounds to 0) and x ≥ ln(FLT_MAX) gives
- * ≈FLT_MAX instead of inf, harmless for what it feeds (softmax of x − max ≤ 0, silu,
- * sigmoid). 2^n is applied in two halves so subnormal results are right too. */
+ * split them). Cephes range reduction and polynomial (exp_poly.h, shared with the mps
+ * shaders), ≈1 ulp on the normal range. NaN falls through the clamps; x ≤ −104 gives 0
+ * (exp(−104) rounds to 0) and x ≥ ln(FLT_MAX) gives ≈FLT_MAX instead of inf, harmless for
+ * what it feeds (softmax of x − max ≤ 0, silu, sigmoid). 2^n is applied in two halves so
+ * subnormal results are right too. */
 typedef float vf8 __attribute__((vector_size(32)));
 typedef int32_t vi8 __attribute__((vector_size(32)));
 
@@ -62,23 +64,19 @@ static inline vf8 vf8_clamp(vf8 x, float lo, float hi) {
     return (vf8)(((vi8)x & ~m) | ((vi8)vhi & m));
 }
 
+/* The bits of 8 ints as 8 floats (EXP_SCALE's reinterpretation). */
+#define VF8_FROM_BITS(v) ((vf8)(v))
+
 static inline vf8 vexp8(vf8 x) {
     const float magic = 12582912.0f; /* 1.5·2²³: adding it rounds to an integer */
-    vf8 xc = vf8_clamp(x, -104.0f, 88.72283f);
-    vf8 t = xc * 1.44269504088896341f + magic;
+    vf8 xc = vf8_clamp(x, EXP_X_MIN, EXP_X_MAX);
+    vf8 t = xc * EXP_LOG2E + magic;
     vi8 n = (vi8)t - 0x4B400000; /* the integer in t's mantissa */
     vf8 fx = t - magic;
-    vf8 r = xc - fx * 0.693359375f;
-    r = r - fx * -2.12194440e-4f;
+    vf8 r = EXP_REDUCE(xc, fx);
     vf8 z = r * r;
-    vf8 y = r * 1.9875691500e-4f + 1.3981999507e-3f;
-    y = y * r + 8.3334519073e-3f;
-    y = y * r + 4.1665795894e-2f;
-    y = y * r + 1.6666665459e-1f;
-    y = y * r + 5.0000001201e-1f;
-    y = y * z + r + 1.0f;
-    vi8 n1 = n >> 1, n2 = n - n1;
-    return y * (vf8)((n1 + 127) << 23) * (vf8)((n2 + 127) << 23);
+    vf8 y = EXP_POLY(r, z);
+    return EXP_SCALE(y, n, VF8_FROM_BITS);
 }
 
 /* y[i] = exp(a·x[i] + b); y may equal x. */
