@@ -2,9 +2,11 @@
  * common subset of C and GLSL: the cpu backend's vectorised exp (cpu.h, on 8-lane vectors)
  * and the mps shaders' exp_f (kernels/vulkan/common.glsl, glslc -I kernels/cpu) expand the
  * same text, so the backends compute exp the same way. Only the rounding of x·log2 e to an
- * integer fx is each language's own (C adds 1.5·2²³, GLSL takes floor(· + 0.5)); they differ
- * only where x·log2 e lies exactly halfway between integers, and |r| ≤ ln 2 / 2 either way.
- * Macros rather than functions: one text has to serve float, vector and GLSL types. */
+ * integer fx is each language's own (C adds 1.5·2²³, GLSL takes floor(· + 0.5)): at a halfway
+ * point the two may pick neighbouring integers, and the polynomial is accurate for either r.
+ * Macros rather than functions: one text has to serve float, vector and GLSL types. It lives
+ * here because the cpu files may include only their own folder's headers by name
+ * (tests/layout_check.sh); the shaders reach it through glslc's include path. */
 #ifndef TRM_EXP_POLY_H
 #define TRM_EXP_POLY_H
 
