@@ -70,21 +70,31 @@ __attribute__((target("avx512f"))) static inline void store_12x32(__m512 c[12][2
     store_tile(C, ldc, acc, 32, mr, nr, alpha, beta, first);
 }
 
+/* The k loop of both fp32 kernels, for c[MR][2] (vectors of NR/2 floats): per k, two vectors
+ * of B's packed row, then each of A's MR values broadcast and multiply-added into its row of c.
+ * A macro, since the two widths differ only in the vector type and the intrinsics' names; the
+ * unroll pragma (MR rows) keeps c in registers. BCAST takes an address, as AVX2's broadcast
+ * does (BCAST_512 gives AVX-512's set1 one), so both kernels compile to what they were. */
+#define PRAGMA(x) _Pragma(#x)
+#define BCAST_512(p) _mm512_set1_ps(*(p))
+#define FMA_K_LOOP(VEC, MR, NR, LOADU, BCAST, FMADD)                                            \
+    for (int k = 0; k < kc; k++) {                                                             \
+        VEC b0 = LOADU(Bp + k * NR), b1 = LOADU(Bp + k * NR + NR / 2);                         \
+        const float *a = Ap + k * MR;                                                          \
+        PRAGMA(GCC unroll MR)                                                                  \
+        for (int i = 0; i < MR; i++) {                                                         \
+            VEC ai = BCAST(a + i);                                                             \
+            c[i][0] = FMADD(ai, b0, c[i][0]);                                                  \
+            c[i][1] = FMADD(ai, b1, c[i][1]);                                                  \
+        }                                                                                      \
+    }
+
 __attribute__((target("avx512f,fma"))) static void kernel_avx512(int kc, const float *Ap, const float *Bp, float *C,
                                                                    int ldc, int mr, int nr, float alpha, float beta,
                                                                    int first) {
     __m512 c[12][2];
     for (int i = 0; i < 12; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
-    for (int k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_loadu_ps(Bp + k * 32), b1 = _mm512_loadu_ps(Bp + k * 32 + 16);
-        const float *a = Ap + k * 12;
-#pragma GCC unroll 12
-        for (int i = 0; i < 12; i++) {
-            __m512 ai = _mm512_set1_ps(a[i]);
-            c[i][0] = _mm512_fmadd_ps(ai, b0, c[i][0]);
-            c[i][1] = _mm512_fmadd_ps(ai, b1, c[i][1]);
-        }
-    }
+    FMA_K_LOOP(__m512, 12, 32, _mm512_loadu_ps, BCAST_512, _mm512_fmadd_ps)
     store_12x32(c, C, ldc, mr, nr, alpha, beta, first);
 }
 
@@ -112,16 +122,7 @@ __attribute__((target("avx2,fma"))) static void kernel_avx2(int kc, const float 
                                                               int mr, int nr, float alpha, float beta, int first) {
     __m256 c[6][2];
     for (int i = 0; i < 6; i++) c[i][0] = c[i][1] = _mm256_setzero_ps();
-    for (int k = 0; k < kc; k++) {
-        __m256 b0 = _mm256_loadu_ps(Bp + k * 16), b1 = _mm256_loadu_ps(Bp + k * 16 + 8);
-        const float *a = Ap + k * 6;
-#pragma GCC unroll 6
-        for (int i = 0; i < 6; i++) {
-            __m256 ai = _mm256_broadcast_ss(a + i);
-            c[i][0] = _mm256_fmadd_ps(ai, b0, c[i][0]);
-            c[i][1] = _mm256_fmadd_ps(ai, b1, c[i][1]);
-        }
-    }
+    FMA_K_LOOP(__m256, 6, 16, _mm256_loadu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps)
     float acc[6 * 16];
     for (int i = 0; i < 6; i++) _mm256_storeu_ps(acc + i * 16, c[i][0]), _mm256_storeu_ps(acc + i * 16 + 8, c[i][1]);
     store_tile(C, ldc, acc, 16, mr, nr, alpha, beta, first);

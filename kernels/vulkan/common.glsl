@@ -54,21 +54,18 @@ uvec2 ptr_add_strided(uvec2 p, uint idx, uvec2 stride) {
 // reference use correctly rounded libm. These are Cephes' single-precision algorithms (≈1 ULP),
 // written with plain arithmetic so every driver computes them the same way.
 
+// exp: the range reduction, polynomial and scaling are kernels/cpu/exp_poly.h, the text the
+// cpu backend's vectorised exp expands too (glslc -I kernels/cpu).
+#include "exp_poly.h"
+
 float exp_f(float x) {
-    x = clamp(x, -104.0, 88.72283);
-    float fx = floor(x * 1.44269504088896341 + 0.5);
-    float r = x - fx * 0.693359375;
-    r = r - fx * -2.12194440e-4;
+    x = clamp(x, EXP_X_MIN, EXP_X_MAX);
+    float fx = floor(x * EXP_LOG2E + 0.5);
+    float r = EXP_REDUCE(x, fx);
     float z = r * r;
-    float y = r * 1.9875691500e-4 + 1.3981999507e-3;
-    y = y * r + 8.3334519073e-3;
-    y = y * r + 4.1665795894e-2;
-    y = y * r + 1.6666665459e-1;
-    y = y * r + 5.0000001201e-1;
-    y = y * z + r + 1.0;
+    float y = EXP_POLY(r, z);
     int n = int(fx);
-    int n1 = n >> 1;
-    return y * intBitsToFloat((n1 + 127) << 23) * intBitsToFloat((n - n1 + 127) << 23);
+    return EXP_SCALE(y, n, intBitsToFloat);
 }
 
 // Natural log for x > 0 (0 → -inf, NaN through).

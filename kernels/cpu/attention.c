@@ -1,0 +1,134 @@
+/* attention.c — non-causal attention on the fused QKV activation, its scores computed a block
+ * of query rows at a time by the cpu GEMM (backend_cpu.c) and normalised with cpu.h's exp. */
+#include <math.h>
+
+#include "cpu.h"
+
+/* Query rows per attention block: a block of scores (QB × T) stays in L2 for T ~ 1000. */
+#define ATT_QB 64
+
+/* Never materialises the B·H·T·T probabilities: a block of ATT_QB query rows against all T
+ * keys at a time, in a per-thread scratch. Forward parallelises over (b, h, query block);
+ * backward over (b, h) because dK and dV sum over query blocks. When there are fewer tasks
+ * than threads the loop runs serially and BLAS uses the threads instead. */
+
+typedef struct {
+    int T, H, hd;
+    size_t ld;   /* row stride of qkv / dqkv: 3·H·hd */
+    size_t ldo;  /* row stride of out / dout: H·hd */
+    float scale; /* 1/√hd */
+} att_dims;
+
+static void softmax_rows(float *S, float *lse, int nb, int T) {
+    for (int i = 0; i < nb; i++) {
+        float *row = S + (size_t)i * T;
+        float mx = row[0];
+#pragma omp simd reduction(max : mx)
+        for (int j = 1; j < T; j++) mx = row[j] > mx ? row[j] : mx;
+        exp_affine(row, row, T, 1.0f, -mx);
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int j = 0; j < T; j++) sum += row[j];
+        float inv = 1.0f / sum;
+        for (int j = 0; j < T; j++) row[j] *= inv;
+        lse[i] = mx + logf(sum);
+    }
+}
+
+static void att_fwd_block(const att_dims *d, float *out, float *lse, const float *qkv, int h,
+                          int i0, float *S) {
+    int T = d->T, hd = d->hd, nb = T - i0 < ATT_QB ? T - i0 : ATT_QB;
+    const float *Q = qkv + (size_t)i0 * d->ld + (size_t)h * hd;
+    const float *K = qkv + (size_t)(d->H + h) * hd;
+    const float *V = qkv + (size_t)(2 * d->H + h) * hd;
+    cpu_sgemm(0, 1, nb, T, hd, d->scale, Q, (int)d->ld, K, (int)d->ld, 0.0f, S, T, 0);
+    softmax_rows(S, lse + i0, nb, T);
+    cpu_sgemm(0, 0, nb, hd, T, 1.0f, S, T, V, (int)d->ld, 0.0f,
+              out + (size_t)i0 * d->ldo + (size_t)h * hd, (int)d->ldo, 0);
+}
+
+static void att_fwd_task(const att_dims *d, float *out, float *lse, const float *qkv, int k,
+                         int nqb, float *S) {
+    int T = d->T, H = d->H, b = k / (H * nqb), h = (k / nqb) % H, qb = k % nqb;
+    att_fwd_block(d, out + (size_t)b * T * d->ldo, lse + ((size_t)b * H + h) * T,
+                  qkv + (size_t)b * T * d->ld, h, qb * ATT_QB, S);
+}
+
+void cpu_attention_fwd(trm_backend *be, void *outv, float *lse, const void *qkvv, int B,
+                       int T, int H, int hd) {
+    float *out = outv;
+    const float *qkv = qkvv;
+    if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
+    att_dims d = {T, H, hd, (size_t)3 * H * hd, (size_t)H * hd, 1.0f / sqrtf((float)hd)};
+    int nqb = (T + ATT_QB - 1) / ATT_QB, tasks = B * H * nqb, nt = max_threads();
+    size_t per = (size_t)ATT_QB * T;
+    float *S = cpu_scratch(be, per * nt);
+    if (tasks >= nt && nt > 1) {
+#pragma omp parallel for schedule(dynamic)
+        for (int k = 0; k < tasks; k++)
+            att_fwd_task(&d, out, lse, qkv, k, nqb, S + per * thread_id());
+    } else {
+        for (int k = 0; k < tasks; k++) att_fwd_task(&d, out, lse, qkv, k, nqb, S);
+    }
+}
+
+/* One (b, h): recompute P = exp(S − lse) block by block; dV += Pᵀ dO; dP = dO Vᵀ;
+ * dS = P ∘ (dP − rowsum(dO ∘ O)); dQ = dS K/√hd; dK += dSᵀ Q/√hd. */
+static void att_bwd_head(const att_dims *d, float *dqkv, const float *dout, const float *qkv,
+                         const float *out, const float *lse, int h, float *P, float *dP) {
+    int T = d->T, hd = d->hd, ld = (int)d->ld, ldo = (int)d->ldo;
+    const float *K = qkv + (size_t)(d->H + h) * hd, *V = qkv + (size_t)(2 * d->H + h) * hd;
+    float *dK = dqkv + (size_t)(d->H + h) * hd, *dV = dqkv + (size_t)(2 * d->H + h) * hd;
+    for (int i0 = 0; i0 < T; i0 += ATT_QB) {
+        int nb = T - i0 < ATT_QB ? T - i0 : ATT_QB;
+        float beta = i0 ? 1.0f : 0.0f;
+        const float *Q = qkv + (size_t)i0 * ld + (size_t)h * hd;
+        const float *dO = dout + (size_t)i0 * ldo + (size_t)h * hd;
+        const float *O = out + (size_t)i0 * ldo + (size_t)h * hd;
+        cpu_sgemm(0, 1, nb, T, hd, d->scale, Q, ld, K, ld, 0.0f, P, T, 0);
+        for (int i = 0; i < nb; i++) {
+            float *row = P + (size_t)i * T;
+            exp_affine(row, row, T, 1.0f, -lse[i0 + i]);
+        }
+        cpu_sgemm(1, 0, T, hd, nb, 1.0f, P, T, dO, ldo, beta, dV, ld, 0);
+        cpu_sgemm(0, 1, nb, T, hd, 1.0f, dO, ldo, V, ld, 0.0f, dP, T, 0);
+        for (int i = 0; i < nb; i++) {
+            const float *o = O + (size_t)i * ldo, *g = dO + (size_t)i * ldo;
+            float dr = 0.0f;
+#pragma omp simd reduction(+ : dr)
+            for (int c = 0; c < hd; c++) dr += g[c] * o[c];
+            float *restrict ds = dP + (size_t)i * T;
+            const float *restrict p = P + (size_t)i * T;
+            for (int j = 0; j < T; j++) ds[j] = p[j] * (ds[j] - dr);
+        }
+        float *dQ = dqkv + (size_t)i0 * ld + (size_t)h * hd;
+        cpu_sgemm(0, 0, nb, hd, T, d->scale, dP, T, K, ld, 0.0f, dQ, ld, 0);
+        cpu_sgemm(1, 0, T, hd, nb, d->scale, dP, T, Q, ld, beta, dK, ld, 0);
+    }
+}
+
+static void att_bwd_task(const att_dims *d, float *dqkv, const float *dout, const float *qkv,
+                         const float *out, const float *lse, int k, float *buf) {
+    int T = d->T, H = d->H, b = k / H, h = k % H;
+    size_t qo = (size_t)b * T * d->ld, oo = (size_t)b * T * d->ldo;
+    att_bwd_head(d, dqkv + qo, dout + oo, qkv + qo, out + oo, lse + ((size_t)b * H + h) * T, h,
+                 buf, buf + (size_t)ATT_QB * T);
+}
+
+void cpu_attention_bwd(trm_backend *be, void *dqkvv, const void *doutv, const void *qkvv,
+                       const void *outv, const float *lse, int B, int T, int H, int hd) {
+    float *dqkv = dqkvv;
+    const float *dout = doutv, *qkv = qkvv, *out = outv;
+    if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
+    att_dims d = {T, H, hd, (size_t)3 * H * hd, (size_t)H * hd, 1.0f / sqrtf((float)hd)};
+    int tasks = B * H, nt = max_threads();
+    size_t per = (size_t)2 * ATT_QB * T;
+    float *buf = cpu_scratch(be, per * nt);
+    if (tasks >= nt && nt > 1) {
+#pragma omp parallel for schedule(dynamic)
+        for (int k = 0; k < tasks; k++)
+            att_bwd_task(&d, dqkv, dout, qkv, out, lse, k, buf + per * thread_id());
+    } else {
+        for (int k = 0; k < tasks; k++) att_bwd_task(&d, dqkv, dout, qkv, out, lse, k, buf);
+    }
+}
