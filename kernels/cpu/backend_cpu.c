@@ -43,9 +43,13 @@ static void cpu_free(trm_backend *be, void *p) {
     free(p);
 }
 
-static void cpu_memcpy(trm_backend *be, void *dst, const void *src, size_t bytes) {
+static void cpu_copy(trm_backend *be, void *dst, const void *src, size_t bytes) {
     if (bytes && dst != src) memmove(dst, src, bytes);
 }
+
+/* host memory is the device's: transfers are copies */
+static void cpu_to_device(trm_backend *be, void *dst, const void *src, size_t bytes) { cpu_copy(be, dst, src, bytes); }
+static void cpu_to_host(trm_backend *be, void *dst, const void *src, size_t bytes) { cpu_copy(be, dst, src, bytes); }
 
 static void cpu_zero(trm_backend *be, void *p, size_t bytes) {
     if (bytes) memset(p, 0, bytes);
@@ -212,42 +216,13 @@ trm_backend *trm_cpu_backend_create(int index, trm_err *e) {
     be->caps = (trm_caps)TRM_CAPS_CPU;
     trm_cpu_caps_here(&be->caps);
     be->ctx = xcalloc(1, sizeof(cpu_ctx));
-    be->destroy = cpu_destroy;
-    be->alloc = cpu_alloc;
-    be->free = cpu_free;
-    be->to_device = cpu_memcpy;
-    be->to_host = cpu_memcpy;
-    be->copy = cpu_memcpy;
-    be->zero = cpu_zero;
-    be->sync = cpu_sync;
-    be->gemm = cpu_gemm;
-    be->add = cpu_add;
-    be->axpy = cpu_axpy;
-    be->transpose = cpu_transpose;
-    be->rmsnorm_fwd = cpu_rmsnorm_fwd;
-    be->rmsnorm_bwd = cpu_rmsnorm_bwd;
-    be->swiglu_fwd = cpu_swiglu_fwd;
-    be->swiglu_bwd = cpu_swiglu_bwd;
-    be->rope_fwd = cpu_rope_fwd;
-    be->rope_bwd = cpu_rope_bwd;
-    be->attention_fwd = cpu_attention_fwd;
-    be->attention_bwd = cpu_attention_bwd;
-    be->bias_fwd = cpu_bias_fwd;
-    be->bias_bwd = cpu_bias_bwd;
-    be->embed_fwd = cpu_embed_fwd;
-    be->embed_bwd = cpu_embed_bwd;
-    be->loss_head = cpu_loss_head;
-    be->act_reset = cpu_act_reset;
-    be->act_update = cpu_act_update;
-    be->q_target = cpu_q_target;
-    be->adam_atan2 = cpu_adam_atan2;
-    be->sign_sgd_sparse = cpu_sign_sgd_sparse;
-    be->ema = cpu_ema;
-    be->mem_info = cpu_mem_info;
+    /* the op table from backend.h's lists: the required ops, memory info, and the collectives
+     * where MPI is built in; the fused, bf16-activation and compile groups stay NULL */
+#define CPU_OP(op) be->op = cpu_##op;
+    TRM_OPS_REQUIRED(CPU_OP) TRM_OPS_MEM_INFO(CPU_OP)
 #ifdef TRM_HAVE_MPI
-    be->comm_init = cpu_comm_init;
-    be->allreduce_sum = cpu_allreduce_sum;
-    be->allgather = cpu_allgather;
+    TRM_OPS_DISTRIBUTED(CPU_OP)
 #endif
+#undef CPU_OP
     return be;
 }
