@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CLI test of the help and hints: every command and every `trm data` builder answers --help
-# (anywhere on its line, without doing anything) with its own usage; unknown commands,
-# builders and options name the nearest one.
+# (anywhere on its line, without doing anything) with its own usage, in lines of at most
+# 80 columns; unknown commands, builders and options name the nearest one.
 set -uo pipefail
 TRM=$1 SRC=$2 SHARED=$3 TMP=$4
 fail() { echo "FAIL: $*"; exit 1; }
@@ -21,6 +21,22 @@ for b in sudoku4 sudoku sudoku-gen maze maze-gen arc; do
   [ "$(grep -c '^usage:' <<<"$out")" = 1 ] || fail "trm data $b --help prints more than its own usage"
   "$TRM" help data "$b" | grep -q "^usage: trm data $b " || fail "trm help data $b"
 done
+# every help line fits an 80-column terminal (columns = characters: UTF-8 continuation
+# bytes are not counted)
+check_width() { # the trm arguments that print a help
+  local long
+  long=$("$TRM" "$@" | LC_ALL=C tr -d '\200-\277' | LC_ALL=C awk 'length > 80 {print length ": " $0}')
+  [ -z "$long" ] || fail "trm $*: lines over 80 columns:"$'\n'"$long"
+}
+check_width --help
+for c in $cmds; do check_width help "$c"; done
+for b in sudoku4 sudoku sudoku-gen maze maze-gen arc; do check_width data "$b" --help; done
+# pretrain's help names trm's own keys
+out=$("$TRM" help pretrain)
+for k in device= resume= recompute= stop_after_steps= overwrite= compile= log_interval=; do
+  grep -qF -- "$k" <<<"$out" || fail "trm help pretrain does not mention $k"
+done
+
 # help wins over the other options, and nothing is built
 "$TRM" data sudoku4 --out built --train 8 --help > /dev/null || fail "--help after options"
 [ ! -e built ] || fail "trm data sudoku4 ... --help built a dataset"

@@ -28,44 +28,50 @@ typedef struct {
 } builder;
 
 #define COMMON_HELP                                                                                    \
-    "  OUT is written under a temporary name and renamed when complete; an existing OUT is\n"          \
-    "  kept unless --force is given.\n"
+    "  OUT is written under a temporary name and renamed when complete; an existing\n"                 \
+    "  OUT is kept unless --force is given.\n"
 
 /* One entry per builder; builders add themselves here. */
 static const builder builders[] = {
     {"sudoku4", data_sudoku4,
-     "usage: trm data sudoku4 --out DIR [--train N] [--test N] [--min-clues A] [--max-clues B]\n"
-     "                        [--seed S] [--force]\n"
-     "  A small 4x4 Sudoku task: puzzles with a unique solution, the test puzzles unseen in\n"
-     "  training (defaults: 2000 train, 500 test, 6..9 clues, seed 0). Trains with cfg=tiny.\n" COMMON_HELP},
+     "usage: trm data sudoku4 --out DIR [--train N] [--test N] [--min-clues A]\n"
+     "                        [--max-clues B] [--seed S] [--force]\n"
+     "  A small 4x4 Sudoku task: puzzles with a unique solution, the test puzzles\n"
+     "  unseen in training (defaults: 2000 train, 500 test, 6..9 clues, seed 0).\n"
+     "  Trains with cfg=tiny.\n" COMMON_HELP},
     {"sudoku", trm_data_sudoku,
-     "usage: trm data sudoku --csv-dir DIR --out OUT [--subsample-size N] [--num-aug K]\n"
-     "                       [--min-difficulty R] [--seed S] [--force]\n"
-     "  Sudoku-Extreme CSVs (DIR/train.csv, DIR/test.csv: source,question,answer,rating) to the\n"
-     "  reference's dataset layout: N training puzzles drawn (default all), each with K\n"
-     "  augmented copies (digit permutation, transposition, band/stack shuffles; default 0),\n"
-     "  puzzles rated below R left out. The test split is not augmented.\n" COMMON_HELP},
+     "usage: trm data sudoku --csv-dir DIR --out OUT [--subsample-size N]\n"
+     "                       [--num-aug K] [--min-difficulty R] [--seed S] [--force]\n"
+     "  Sudoku-Extreme CSVs (DIR/train.csv, DIR/test.csv:\n"
+     "  source,question,answer,rating) to the reference's dataset layout: N training\n"
+     "  puzzles drawn (default all), each with K augmented copies (digit\n"
+     "  permutation, transposition, band/stack shuffles; default 0), puzzles rated\n"
+     "  below R left out. The test split is not augmented.\n" COMMON_HELP},
     {"sudoku-gen", trm_data_sudoku_gen,
-     "usage: trm data sudoku-gen --count N --out FILE.csv [--seed S] [--min-clues A --max-clues B]\n"
-     "                           [--min-rating R] [--force]\n"
-     "  Generates N Sudoku puzzles with exactly one solution (minimal or near-minimal, 17..30\n"
-     "  clues by default) as a Sudoku-Extreme style CSV; --min-rating keeps harder ones.\n" COMMON_HELP},
+     "usage: trm data sudoku-gen --count N --out FILE.csv [--seed S]\n"
+     "                           [--min-clues A --max-clues B] [--min-rating R]\n"
+     "                           [--force]\n"
+     "  Generates N Sudoku puzzles with exactly one solution (minimal or\n"
+     "  near-minimal, 17..30 clues by default) as a Sudoku-Extreme style CSV;\n"
+     "  --min-rating keeps harder ones.\n" COMMON_HELP},
     {"maze", trm_data_maze,
-     "usage: trm data maze --csv-dir DIR --out OUT [--subsample-size N] [--aug] [--seed S] [--force]\n"
-     "  Maze-Hard CSVs (DIR/train.csv, DIR/test.csv, 30x30 grids of '# SGo') to the dataset\n"
-     "  layout; --aug adds the 8 dihedral copies of each training maze.\n" COMMON_HELP},
+     "usage: trm data maze --csv-dir DIR --out OUT [--subsample-size N] [--aug]\n"
+     "                     [--seed S] [--force]\n"
+     "  Maze-Hard CSVs (DIR/train.csv, DIR/test.csv, 30x30 grids of '# SGo') to the\n"
+     "  dataset layout; --aug adds the 8 dihedral copies of each training maze.\n" COMMON_HELP},
     {"maze-gen", trm_data_maze_gen,
-     "usage: trm data maze-gen --count N --out FILE.csv [--size 30] [--min-path-len L] [--seed S]\n"
-     "                         [--force]\n"
-     "  Generates N mazes whose unique shortest S->G path is at least L moves, as a Maze-Hard\n"
-     "  style CSV.\n" COMMON_HELP},
+     "usage: trm data maze-gen --count N --out FILE.csv [--size 30] [--min-path-len L]\n"
+     "                         [--seed S] [--force]\n"
+     "  Generates N mazes whose unique shortest S->G path is at least L moves, as a\n"
+     "  Maze-Hard style CSV.\n" COMMON_HELP},
     {"arc", trm_data_arc,
      "usage: trm data arc --input-file-prefix P --subsets A B ... --test-set-name NAME\n"
      "                    [--test-set-name2 NAME2] [--num-aug K] [--seed S]\n"
      "                    [--puzzle-identifiers-start I] --out OUT [--force]\n"
-     "  Kaggle ARC JSON (P_<subset>_challenges.json and _solutions.json) to the dataset layout:\n"
-     "  each puzzle with up to K augmentations (dihedral transform + colour permutation;\n"
-     "  default 1000, seed 42); the test pairs of NAME (and NAME2) go to the test split.\n" COMMON_HELP},
+     "  Kaggle ARC JSON (P_<subset>_challenges.json and _solutions.json) to the\n"
+     "  dataset layout: each puzzle with up to K augmentations (dihedral transform\n"
+     "  + colour permutation; default 1000, seed 42); the test pairs of NAME (and\n"
+     "  NAME2) go to the test split.\n" COMMON_HELP},
 };
 #define NBUILDERS (sizeof builders / sizeof builders[0])
 
