@@ -201,7 +201,9 @@ expect_rc 0 "pretrain with the reference's overrides"
 ck=$TMP/parity/step_8.safetensors
 "$TRM" inspect "$ck" > "$TMP/parity_inspect" 2>&1
 checks=$((checks + 1))
-grep -Eq '^    inner\.L_level\.layers\.0\.mlp\.gate_up_proj\.weight +F32 +\[1024, 256\]' "$TMP/parity_inspect" ||
+# a name too long for its column stands on its own line, its row below it: one line each here
+sed -e ':a' -e '/^    [^ ]*$/{N;s/\n */  /;ba' -e '}' "$TMP/parity_inspect" |
+  grep -Eq '^    inner\.L_level\.layers\.0\.mlp\.gate_up_proj\.weight +F32 +\[1024, 256\]' ||
   fail "expansion=2.5 did not size the SwiGLU: $(grep gate_up "$TMP/parity_inspect" | head -2)"
 checks=$((checks + 1))
 grep -q '^    inner\.puzzle_emb' "$TMP/parity_inspect" && fail "puzzle_emb_ndim=0 still has a puzzle table"

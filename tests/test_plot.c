@@ -299,6 +299,16 @@ START_TEST(status_line_fits_every_width) {
     int filled = 0;
     for (int i = 1; i < 29; i++) filled += bar[i] == '#';
     ck_assert_int_eq(filled, 6); /* 1234/5000 of 28 cells */
+    /* the bar keeps its width while fields come and go (no metrics yet, no rate yet) */
+    for (int w = 80; w <= 200; w += 20) {
+        trm_train_status bare = st;
+        bare.have_metrics = 0, bare.steps_per_s = 0, bare.examples_per_s = 0;
+        char other[512];
+        trm_train_status_format(&st, w, line, sizeof line);
+        trm_train_status_format(&bare, w, other, sizeof other);
+        const char *a = strchr(line, '['), *b = strchr(other, '[');
+        ck_assert_msg(a && b && strchr(a, ']') - a == strchr(b, ']') - b, "width %d:\n%s\n%s", w, line, other);
+    }
     trm_eval_status_format(250, "all", 12, 40, 3, 80, line, sizeof line);
     ck_assert_msg(!strncmp(line, "eval step 250 [all] 12/40 [", 27) && strstr(line, "30%") && strstr(line, "ETA 3s"),
                   "%s", line);

@@ -10,6 +10,7 @@
 #include "backend/backend.h"
 #include "util/util.h"
 #include "train/train.h"
+#include "view/view.h"
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -35,8 +36,43 @@ static double step_flops(const trm_model *m) {
     return total;
 }
 
+/* The shape of the data the config trains on: its dataset's metadata when data_paths[0] is
+ * there, else the shape trm's own builder makes for a directory of that name (sudoku4,
+ * sudoku*, maze*, arc*), else a 9x9 Sudoku's; what was chosen goes to stderr. */
+static void data_shape(const trm_run_config *rc, int64_t *seq_len, int64_t *vocab, int64_t *num_ids) {
+    const char *dir = rc->n_data_paths ? rc->data_paths[0] : "";
+    const char *base = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+    trm_dataset d;
+    trm_err ignore;
+    const char *paths[1] = {dir};
+    if (*dir && trm_dataset_open(&d, paths, 1, "train", &ignore) == 0) {
+        *seq_len = d.meta.seq_len, *vocab = d.meta.vocab_size, *num_ids = d.meta.num_puzzle_identifiers;
+        trm_dataset_close(&d);
+        char *line = xasprintf("trm bench: inputs shaped as %s (%" PRId64 " tokens, vocabulary %" PRId64 ")", dir,
+                               *seq_len, *vocab);
+        trm_print_wrapped(stderr, TRM_LINE_WIDTH, line);
+        free(line);
+        return;
+    }
+    static const struct {
+        const char *prefix;
+        int64_t seq_len, vocab;
+        const char *what;
+    } known[] = {{"sudoku4", 16, 6, "4x4 Sudoku"}, {"sudoku", 81, 11, "9x9 Sudoku"},
+                 {"maze", 900, 6, "30x30 maze"}, {"arc", 900, 12, "30x30 ARC grid"}};
+    size_t i = 0;
+    while (i < sizeof known / sizeof known[0] && strncmp(base, known[i].prefix, strlen(known[i].prefix))) i++;
+    if (i == sizeof known / sizeof known[0]) i = 1;
+    *seq_len = known[i].seq_len, *vocab = known[i].vocab;
+    char *line = xasprintf("trm bench: no dataset at %s; inputs shaped as a %s (%" PRId64 " tokens, vocabulary "
+                           "%" PRId64 "; --seq-len, --vocab to change)",
+                           *dir ? dir : "data_paths", known[i].what, *seq_len, *vocab);
+    trm_print_wrapped(stderr, TRM_LINE_WIDTH, line);
+    free(line);
+}
+
 int cmd_bench(int argc, char **argv, const trm_globals *g) {
-    int64_t steps = 30, warmup = 5, seq_len = 81, vocab = 11, num_ids = 1;
+    int64_t steps = 30, warmup = 5, seq_len = 0, vocab = 0, num_ids = 0;
     int json = 0;
     char **rest = xcalloc((size_t)argc + 1, sizeof *rest);
     int nrest = 0;
@@ -76,6 +112,12 @@ int cmd_bench(int argc, char **argv, const trm_globals *g) {
         trm_run_config_read(&rcfg, cfg, &e))
         goto out;
     trm_warn_unread_arch_keys(cfg, ov, n, stderr);
+    if (!seq_len || !vocab) { /* the shape the flags leave open is the config's data's */
+        int64_t s, v, ids = 1;
+        data_shape(&rcfg, &s, &v, &ids);
+        seq_len = seq_len ? seq_len : s, vocab = vocab ? vocab : v, num_ids = num_ids ? num_ids : ids;
+    }
+    if (!num_ids) num_ids = 1;
     rc = 1;
     trm_device_request req = {.want_compile = rcfg.compile, .want_bf16 = rcfg.arch.forward_bf16};
     trm_device_choice dc;
@@ -120,11 +162,16 @@ int cmd_bench(int argc, char **argv, const trm_globals *g) {
                "\"bf16\": %s}\n",
                be->name, m.B, m.S, m.D, m.cfg.mlp_t ? "true" : "false", steps, med, ms[0], ms[steps - 1], exs, tflops, rss,
                dev_gib, plan.enabled ? "true" : "false", be->use_bf16 ? "true" : "false");
-    else
-        printf("%s: %d x %d tokens, hidden %d, %s, compile %s, %s: median %.2f ms/step (min %.2f, max %.2f over %" PRId64
-               " steps), %.0f examples/s, %.3f model TFLOP/s, peak RSS %.1f MiB, device memory %.2f GiB\n",
-               be->name, m.B, m.S, m.D, m.cfg.mlp_t ? "mlp_t" : "attention", plan.enabled ? "on" : "off",
-               be->use_bf16 ? "bf16" : "fp32", med, ms[0], ms[steps - 1], steps, exs, tflops, rss, dev_gib);
+    else {
+        char *line = xasprintf("%s: %d x %d tokens, hidden %d, %s, compile %s, %s: median %.2f ms/step (min %.2f, "
+                               "max %.2f over %" PRId64 " steps), %.0f examples/s, %.3f model TFLOP/s, peak RSS "
+                               "%.1f MiB, device memory %.2f GiB",
+                               be->name, m.B, m.S, m.D, m.cfg.mlp_t ? "mlp_t" : "attention",
+                               plan.enabled ? "on" : "off", be->use_bf16 ? "bf16" : "fp32", med, ms[0], ms[steps - 1],
+                               steps, exs, tflops, rss, dev_gib);
+        trm_print_wrapped(stdout, TRM_LINE_WIDTH, line);
+        free(line);
+    }
     free(in);
     free(lab);
     free(pid);

@@ -10,8 +10,8 @@
 #include "io/io.h"
 #include "commands.h"
 
-#define INSPECT_MAX_LINES 40  /* of a multi-line metadata value such as "config" */
-#define INSPECT_MAX_WIDTH 160 /* bytes of one shown line */
+#define INSPECT_MAX_LINES 40 /* of a multi-line metadata value such as "config" */
+#define INSPECT_WIDTH 80     /* columns of a terminal line */
 
 static int cmp_meta_key(const void *a, const void *b) {
     return strcmp((*(const st_meta_kv *const *)a)->key, (*(const st_meta_kv *const *)b)->key);
@@ -46,22 +46,45 @@ static int print_sanitized(const char *s, size_t n) {
     return cols;
 }
 
-static void print_line_clipped(const char *s, size_t n) {
-    size_t k = n;
-    if (k > INSPECT_MAX_WIDTH) { /* cut on a UTF-8 character boundary */
-        k = INSPECT_MAX_WIDTH;
-        while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80)
-            k--;
+/* Columns of the first k bytes of s as print_sanitized shows them. */
+static int cols_of(const char *s, size_t k) {
+    int cols = 0;
+    for (size_t i = 0; i < k; i++) {
+        unsigned char c = (unsigned char)s[i];
+        cols += (c < 0x20 && c != '\t') || c == 0x7F ? 4 : (c & 0xC0) != 0x80;
+    }
+    return cols;
+}
+
+/* s (n bytes) in the `room` columns left on the line: whole, or cut on a character boundary
+ * with "... (N bytes)" so that the line still fits. */
+static void print_clipped(const char *s, size_t n, int room) {
+    if (cols_of(s, n) <= room) {
+        print_sanitized(s, n);
+        return;
+    }
+    char tail[48];
+    int tl = snprintf(tail, sizeof tail, "... (%zu bytes)", n);
+    size_t k = 0;
+    while (k < n) { /* the longest whole-character prefix that leaves room for the tail */
+        size_t next = k + 1;
+        while (next < n && ((unsigned char)s[next] & 0xC0) == 0x80) next++;
+        if (cols_of(s, next) + tl > room) break;
+        k = next;
     }
     print_sanitized(s, k);
-    if (n > INSPECT_MAX_WIDTH) printf("... (%zu bytes)", n);
+    fputs(tail, stdout);
+}
+
+static void print_line_clipped(const char *s, size_t n, int used) {
+    print_clipped(s, n, INSPECT_WIDTH - used);
     putchar('\n');
 }
 
 /* Single-line values follow the key; multi-line ones go below it, indented and cut. */
-static void print_meta_value(const char *v) {
+static void print_meta_value(const char *v, int used) {
     if (!strchr(v, '\n')) {
-        print_line_clipped(v, strlen(v));
+        print_line_clipped(v, strlen(v), used);
         return;
     }
     int total = 0, shown = 0;
@@ -76,7 +99,7 @@ static void print_meta_value(const char *v) {
         const char *nl = strchr(p, '\n');
         size_t n = nl ? (size_t)(nl - p) : strlen(p);
         printf("      ");
-        print_line_clipped(p, n);
+        print_line_clipped(p, n, 6);
         p += n + (nl ? 1 : 0);
     }
     if (total > shown) printf("      ... (%d more lines)\n", total - shown);
@@ -95,9 +118,10 @@ static void print_metadata(const st_file *f) {
     printf("  metadata:%s\n", n == 0 && ncrc == 0 ? " (none)" : "");
     for (int i = 0; i < n; i++) {
         printf("    ");
-        print_sanitized(kv[i]->key, strlen(kv[i]->key));
+        int kc = cols_of(kv[i]->key, strlen(kv[i]->key));
+        print_clipped(kv[i]->key, strlen(kv[i]->key), INSPECT_WIDTH / 2);
         printf(": ");
-        print_meta_value(kv[i]->value);
+        print_meta_value(kv[i]->value, 4 + (kc < INSPECT_WIDTH / 2 ? kc : INSPECT_WIDTH / 2) + 2);
     }
     if (ncrc)
         printf("    crc32: verified for %d tensors\n", ncrc);
@@ -113,25 +137,37 @@ static void shape_text(char *buf, size_t cap, const st_tensor *t) {
     if (k < cap) snprintf(buf + k, cap - k, "]");
 }
 
+/* name, dtype, shape, bytes: the name column takes what the others leave of 80 columns; a
+ * longer name stands on a line of its own, its row continuing below it. */
 static void print_tensors(const st_file *f) {
-    int wname = 4, wshape = 5;
-    char sh[256];
+    int wname = 4, wshape = 5, wbytes = 5;
+    char sh[256], nb[32];
     for (int i = 0; i < f->ntensors; i++) {
         int l = sanitized_cols(f->tensors[i].name);
         if (l > wname) wname = l;
         shape_text(sh, sizeof sh, &f->tensors[i]);
         if ((int)strlen(sh) > wshape) wshape = (int)strlen(sh);
+        int b = snprintf(nb, sizeof nb, "%zu", f->tensors[i].nbytes);
+        if (b > wbytes) wbytes = b;
     }
-    if (wname > 80) wname = 80;
-    printf("  tensors:\n    %-*s  %-5s  %-*s  %s\n", wname, "name", "dtype", wshape, "shape", "bytes");
+    if (wshape > 24) wshape = 24; /* a longer shape pushes only its own row */
+    int room = INSPECT_WIDTH - 4 - (2 + 5 + 2 + wshape + 2 + wbytes);
+    if (wname > room) wname = room > 8 ? room : 8;
+    printf("  tensors:\n    %-*s  %-5s  %-*s  %*s\n", wname, "name", "dtype", wshape, "shape", wbytes, "bytes");
     size_t total = 0;
     for (int i = 0; i < f->ntensors; i++) {
         const st_tensor *t = &f->tensors[i];
         shape_text(sh, sizeof sh, t);
         printf("    ");
-        int used = print_sanitized(t->name, strlen(t->name));
-        printf("%*s  %-5s  %-*s  %zu\n", used < wname ? wname - used : 0, "", st_dtype_name(t->dtype), wshape, sh,
-               t->nbytes);
+        int used = sanitized_cols(t->name);
+        if (used > wname) {
+            print_clipped(t->name, strlen(t->name), INSPECT_WIDTH - 4);
+            printf("\n    ");
+            used = 0;
+        } else {
+            print_sanitized(t->name, strlen(t->name));
+        }
+        printf("%*s  %-5s  %-*s  %*zu\n", wname - used, "", st_dtype_name(t->dtype), wshape, sh, wbytes, t->nbytes);
         total += t->nbytes;
     }
     printf("  total: %d tensors, %zu bytes (%.2f MiB)\n", f->ntensors, total, (double)total / (1024.0 * 1024.0));

@@ -780,23 +780,29 @@ static int generate(const gen_args *a, const trm_globals *g, trm_err *e) {
             free(o.q_halt);
             goto out;
         }
+        /* text: each set's metrics wrapped to 80 columns; --json: every one as NAME/metric */
+        char head[80], text[TRM_NMETRICS + TRM_EVAL_MAX_METRICS][80];
+        const char *fields[TRM_NMETRICS + TRM_EVAL_MAX_METRICS];
         for (int s = 0; s < r.nsets; s++) {
-            if (!a->json) printf("[%s]", r.names[s]);
+            int nf = 0;
             for (int k = 0; k < TRM_NMETRICS; k++) {
                 if (k == TRM_M_Q_CONTINUE_LOSS) continue; /* no target exists in evaluation */
                 double val = k == TRM_M_COUNT ? r.sums[s][k] : trm_eval_metric(&r, s, k);
                 char key[128];
                 snprintf(key, sizeof key, "%s/%s", r.names[s], trm_metric_names[k]);
                 json_kv_double(&jb, key, val);
-                if (!a->json) printf("  %s %.6g", trm_metric_names[k], val);
+                snprintf(text[nf], sizeof text[nf], "%s %.6g", trm_metric_names[k], val);
+                fields[nf] = text[nf], nf++;
             }
-            if (!a->json) printf("\n");
+            snprintf(head, sizeof head, "[%.64s]", r.names[s]);
+            if (!a->json) trm_print_fields(stdout, TRM_LINE_WIDTH, head, fields, nf);
         }
         for (int i = 0; i < em.n; i++) {
             json_kv_double(&jb, em.names[i], em.values[i]);
-            if (!a->json) printf("%s %s %.6g", i ? "" : "[evaluators]", em.names[i], em.values[i]);
+            snprintf(text[i], sizeof text[i], "%.48s %.6g", em.names[i], em.values[i]);
+            fields[i] = text[i];
         }
-        if (em.n && !a->json) printf("\n");
+        if (em.n && !a->json) trm_print_fields(stdout, TRM_LINE_WIDTH, "[evaluators]", fields, em.n);
         trm_eval_result_free(&r);
         int orc = a->output ? trm_save_eval_outputs(a->output, &o, m.S, e) : 0;
         free(o.preds);

@@ -72,23 +72,22 @@ static size_t width_of(const line_spec *l, const int *keep, int barw) {
     return w;
 }
 
-/* Drops the lowest-priority fields until the line fits width-1 columns, then widens the bar
- * into the room left. */
+/* Drops the lowest-priority fields until the line fits width-1 columns. The bar's width
+ * follows the terminal's alone, so that it stays put while fields come and go. */
 static size_t render(const line_spec *l, int width, char *out, size_t n) {
     int keep[MAX_FIELDS];
     for (int i = 0; i < l->n; i++) keep[i] = 1;
     size_t room = width > 1 ? (size_t)width - 1 : 0;
+    int barw = (width - 60) / 2;
+    barw = barw < BAR_MIN ? BAR_MIN : barw > BAR_MAX ? BAR_MAX : barw;
     for (;;) {
-        if (width_of(l, keep, BAR_MIN) <= room) break;
+        if (width_of(l, keep, barw) <= room) break;
         int worst = -1;
         for (int i = 0; i < l->n; i++)
             if (keep[i] && (worst < 0 || l->f[i].prio >= l->f[worst].prio)) worst = i;
         if (worst < 0 || l->f[worst].prio == 0) break; /* the first field always stays */
         keep[worst] = 0;
     }
-    int barw = BAR_MIN;
-    size_t w = width_of(l, keep, barw);
-    if (w < room) barw += (int)(room - w) < BAR_MAX - BAR_MIN ? (int)(room - w) : BAR_MAX - BAR_MIN;
     size_t o = 0;
     int k = 0;
     for (int i = 0; i < l->n && o + 1 < n; i++) {
@@ -216,22 +215,27 @@ void trm_print_fields(FILE *f, int width, const char *head, const char *const *f
     fputc('\n', f);
 }
 
-void trm_print_wrapped(FILE *f, int width, const char *text) {
-    size_t col = 0;
-    const char *p = text;
+void trm_print_wrapped_indent(FILE *f, int width, int cont, const char *text) {
+    size_t lead = strspn(text, " "), col = lead;
+    fprintf(f, "%*s", (int)lead, "");
+    const char *p = text + lead;
+    size_t before = 0; /* the spaces between the last word and this one, kept within a line */
     while (*p) {
         size_t word = strcspn(p, " "), gap = 0;
         while (p[word + gap] == ' ') gap++;
-        if (col > 2 && col + 1 + word > (size_t)width) {
-            fputs("\n  ", f);
-            col = 2;
-        } else if (col) {
-            fputc(' ', f);
-            col++;
+        if (before && col + before + word > (size_t)width && col > (size_t)cont) {
+            fprintf(f, "\n%*s", cont, "");
+            col = (size_t)cont;
+        } else if (before) {
+            fprintf(f, "%*s", (int)before, "");
+            col += before;
         }
         fwrite(p, 1, word, f);
         col += word;
         p += word + gap;
+        before = gap;
     }
     fputc('\n', f);
 }
+
+void trm_print_wrapped(FILE *f, int width, const char *text) { trm_print_wrapped_indent(f, width, 2, text); }

@@ -57,5 +57,8 @@ int trm_display_width(const trm_display *d);
 void trm_print_fields(FILE *f, int width, const char *head, const char *const *fields, int n);
 /* Prose wrapped at spaces to `width` columns; continuation lines start with two spaces. */
 void trm_print_wrapped(FILE *f, int width, const char *text);
+/* The same with the text's own leading spaces kept and continuation lines indented by
+ * `cont` spaces. */
+void trm_print_wrapped_indent(FILE *f, int width, int cont, const char *text);
 
 #endif
