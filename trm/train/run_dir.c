@@ -22,6 +22,10 @@ static int holds_run(const char *dir, char **what) {
         size_t len = strlen(f);
         int ckpt = !strncmp(f, "step_", 5) && len > 17 && !strcmp(f + len - 12, ".safetensors");
         if (!ckpt && strcmp(f, "config.yaml") && strcmp(f, "metrics.jsonl")) continue;
+        char *path = trm_path_join(dir, f);
+        int is_dir = trm_is_dir(path); /* a directory in a checkpoint's way is not a run */
+        free(path);
+        if (is_dir) continue;
         if (found < 3) sb_printf(&b, "%s%s", found ? ", " : "", f);
         found++;
     }
