@@ -10,11 +10,11 @@ OUT=${1:-.dev/pkg}
 BUILD=${2:-.dev/build}
 mkdir -p "$OUT"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTRM_MPI=OFF -DTRM_VULKAN=OFF \
-  -DCMAKE_CUDA_ARCHITECTURES=90a-real -DTRM_SHARED_DIR=/tmp/trm-shared >/dev/null
+  -DCMAKE_CUDA_ARCHITECTURES=90a-real -DTRM_GOLDEN_DIR=/tmp/trm-golden >/dev/null
 cmake --build "$BUILD" -j2 --target trm test_golden test_backend_parity bench_cublaslt >/dev/null
 for t in trm tests/test_golden tests/test_backend_parity bench_cublaslt; do
   strip -o "$OUT/$(basename "$t")" "$BUILD/$t"
   xz -T2 -6 -f "$OUT/$(basename "$t")"
 done
-tar -C ../shared -cJf "$OUT/golden.tar.xz" golden
+tar -C tests/golden -cJf "$OUT/golden.tar.xz" --exclude='*.py' .
 ls -la "$OUT"

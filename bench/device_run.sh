@@ -13,13 +13,13 @@ set -uo pipefail
 PKG=$1
 shift
 BIN=/tmp/trm-bin
-mkdir -p "$BIN" /tmp/trm-shared
+mkdir -p "$BIN" /tmp/trm-golden
 for f in "$PKG"/*.xz; do
   n=$(basename "$f" .xz)
   [ "$n" = golden.tar ] && continue
   xz -dc "$f" >"$BIN/$n" && chmod +x "$BIN/$n"
 done
-[ -f "$PKG/golden.tar.xz" ] && tar -xJf "$PKG/golden.tar.xz" -C /tmp/trm-shared
+[ -f "$PKG/golden.tar.xz" ] && tar -xJf "$PKG/golden.tar.xz" -C /tmp/trm-golden
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 for step in "$@"; do
   echo "== $step"

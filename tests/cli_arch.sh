@@ -5,7 +5,7 @@
 # load_checkpoint refuse a checkpoint of another architecture, and an unknown arch.name or a
 # missing key is one message and exit status 1.
 set -uo pipefail
-TRM=$1 SRC=$2 SHARED=$3 TMP=$4
+TRM=$1 SRC=$2 GOLDEN=$3 TMP=$4
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$TMP" && mkdir -p "$TMP" && cd "$TMP" || exit 1
 

@@ -2,7 +2,7 @@
 # cli_config.sh — `trm config show|list` end to end: composition, overrides, errors and exit
 # codes, --config-dir and TRM_CONFIG_PATH; the overrides the reference's hydra configs accept
 # (shown, and trained with in a few steps) and torchrun's flags.
-# Usage: cli_config.sh TRM SOURCE_DIR SHARED_DIR TMPDIR
+# Usage: cli_config.sh TRM SOURCE_DIR GOLDEN_DIR TMPDIR
 set -u
 TRM=$1
 TMP=$4

@@ -8,7 +8,7 @@
 # and pickle (with torch.load's weights_only allowlist) read the export when python3 is here;
 # bad inputs fail with their messages.
 set -uo pipefail
-TRM=$1 SRC=$2 SHARED=$3 TMP=$4
+TRM=$1 SRC=$2 GOLDEN=$3 TMP=$4
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$TMP" && mkdir -p "$TMP" && cd "$TMP" || exit 1
 

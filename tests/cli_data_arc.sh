@@ -3,7 +3,7 @@
 # from the handful of tasks in tests/data/arc, check the layout and sizes, determinism, the refusals, and that a
 # 2-step `trm pretrain` with a tiny model starts on it.
 set -uo pipefail
-TRM=$1 SRC=$2 SHARED=$3 TMP=$4
+TRM=$1 SRC=$2 GOLDEN=$3 TMP=$4
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$TMP" && mkdir -p "$TMP" && cd "$TMP" || exit 1
 PREFIX="$SRC/tests/data/arc/arc-agi"

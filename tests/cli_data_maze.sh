@@ -3,7 +3,7 @@
 # augmented dataset, train a few steps on it, and the refusals (existing outputs, a bad CSV
 # named by file and line).
 set -uo pipefail
-TRM=$1 SRC=$2 SHARED=$3 TMP=$4
+TRM=$1 SRC=$2 GOLDEN=$3 TMP=$4
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$TMP" && mkdir -p "$TMP/csv" && cd "$TMP" || exit 1
 

@@ -3,10 +3,10 @@
 # sudoku` builds an augmented dataset from it, `trm pretrain` trains a few steps on it;
 # refusals (existing outputs) and CSV errors that name the line.
 set -uo pipefail
-TRM=$1 SRC=$2 SHARED=$3 TMP=$4
+TRM=$1 SRC=$2 GOLDEN=$3 TMP=$4
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$TMP" && mkdir -p "$TMP/csv" && cd "$TMP" || exit 1
-: "$SHARED"
+: "$GOLDEN"
 
 "$TRM" data sudoku-gen --count 40 --out csv/train.csv --seed 4 > gen.txt || fail "sudoku-gen"
 grep -q "puzzles/s" gen.txt || fail "sudoku-gen printed no throughput"

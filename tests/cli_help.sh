@@ -3,7 +3,7 @@
 # (anywhere on its line, without doing anything) with its own usage, in lines of at most
 # 80 columns; unknown commands, builders and options name the nearest one.
 set -uo pipefail
-TRM=$1 SRC=$2 SHARED=$3 TMP=$4
+TRM=$1 SRC=$2 GOLDEN=$3 TMP=$4
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$TMP" && mkdir -p "$TMP" && cd "$TMP" || exit 1
 

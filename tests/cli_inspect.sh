@@ -2,11 +2,11 @@
 # cli_inspect.sh — `trm inspect`: lists the golden files (written by Python's safetensors),
 # shows trm metadata with verified checksums, refuses truncated or corrupted files with a
 # message and exit 1 while still listing the good ones, and wants a file argument (exit 2).
-# usage: bash cli_inspect.sh TRM_BINARY SOURCE_DIR SHARED_DIR TMPDIR
+# usage: bash cli_inspect.sh TRM_BINARY SOURCE_DIR GOLDEN_DIR TMPDIR
 set -u
 export LC_ALL=C
 TRM=$1
-SHARED=$3
+GOLDEN=$3
 TMP=$4
 mkdir -p "$TMP"
 failures=0
@@ -27,18 +27,18 @@ expect_out() { grep -qF -- "$1" <<<"$out" || fail "$2: stdout lacks '$1'"; }
 expect_err() { grep -qF -- "$1" <<<"$err" || fail "$2: stderr lacks '$1'"; }
 
 for v in att_rope att_learned mlp_t noemb_rope; do
-    f="$SHARED/golden/$v.safetensors"
+    f="$GOLDEN/$v.safetensors"
     run "$f"
     [ "$rc" -eq 0 ] || fail "$v: exit $rc ($err)"
     line=$(grep -F "init/inner.lm_head.weight " <<<"$out")
     [ -n "$line" ] || fail "$v: init/inner.lm_head.weight not listed"
-    grep -qE "init/inner\.lm_head\.weight +F32 +\[6, 32\] +768$" <<<"$line" || fail "$v: bad row '$line'"
+    grep -qE "init/inner\.lm_head\.weight +F32 +\[6, 16\] +384$" <<<"$line" || fail "$v: bad row '$line'"
     expect_out "metadata: (none)" "$v"
     expect_out "total: " "$v"
     [ -z "$err" ] || fail "$v: unexpected stderr '$err'"
 done
-run "$SHARED/golden/att_rope.safetensors"
-expect_out "total: 227 tensors, 2175448 bytes" "att_rope"
+run "$GOLDEN/att_rope.safetensors"
+expect_out "total: 227 tensors, 1021848 bytes" "att_rope"
 
 # A trm-style file built by hand: metadata with a multi-line config and a CRC32
 # (2e3fa576 = zlib crc32 of the little-endian floats 1.0, 2.0).
@@ -83,8 +83,8 @@ expect_err "trm inspect: " "flipped"
 expect_err "checksum mismatch for tensor 'w'" "flipped"
 
 # Truncated golden file: refused with a message; the good file after it is still listed.
-head -c 5000 "$SHARED/golden/att_rope.safetensors" >"$TMP/truncated.safetensors"
-run "$TMP/truncated.safetensors" "$SHARED/golden/mlp_t.safetensors"
+head -c 5000 "$GOLDEN/att_rope.safetensors" >"$TMP/truncated.safetensors"
+run "$TMP/truncated.safetensors" "$GOLDEN/mlp_t.safetensors"
 [ "$rc" -eq 1 ] || fail "truncated: exit $rc, expected 1"
 expect_err "trm inspect: $TMP/truncated.safetensors: header length" "truncated"
 expect_out "mlp_t.safetensors" "truncated + good"

@@ -6,7 +6,7 @@
 # on cpu and finished on mps ends where the uninterrupted mps run ends; and the policy: bf16 and
 # compile fall back with one warning each.
 set -uo pipefail
-TRM=$1 SRC=$2 SHARED=$3 TMP=$4
+TRM=$1 SRC=$2 GOLDEN=$3 TMP=$4
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$TMP" && mkdir -p "$TMP" && cd "$TMP" || exit 1
 "$TRM" devices > devices.txt 2>&1

@@ -5,7 +5,7 @@
 # struct: chunk CRCs, every row filter) to the figure's size with each run's colour drawn;
 # bad input is refused with the file and line named.
 set -uo pipefail
-TRM=$1 SRC=$2 SHARED=$3 TMP=$4
+TRM=$1 SRC=$2 GOLDEN=$3 TMP=$4
 fail() { echo "FAIL: $*"; exit 1; }
 command -v python3 > /dev/null || { echo "python3 not found: skipped"; exit 77; }
 rm -rf "$TMP" && mkdir -p "$TMP/a" "$TMP/b" && cd "$TMP" || exit 1

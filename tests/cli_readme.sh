@@ -3,7 +3,7 @@
 # machine without sudo (and through sudo otherwise), and updates the package lists before it
 # installs. apt-get, id and sudo are stand-ins that record what they were asked.
 set -uo pipefail
-TRM=$1 SRC=$2 SHARED=$3 TMP=$4
+TRM=$1 SRC=$2 GOLDEN=$3 TMP=$4
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$TMP" && mkdir -p "$TMP/bin" && cd "$TMP" || exit 1
 

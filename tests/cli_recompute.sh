@@ -6,7 +6,7 @@
 # recompute=none exactly, for the token-mixing MLP and attention, TRM and HRM (two levels of
 # saved calls); the activation arena it reports is smaller; any other value is refused.
 set -uo pipefail
-TRM=$1 SRC=$2 SHARED=$3 TMP=$4
+TRM=$1 SRC=$2 GOLDEN=$3 TMP=$4
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$TMP" && mkdir -p "$TMP" && cd "$TMP" || exit 1
 export OMP_NUM_THREADS=1

@@ -5,7 +5,7 @@
 # old run aside (never deletes it); after kill -9 and resume=auto, metrics.jsonl holds each
 # (step, kind) once and the killed run's temporary files are gone.
 set -uo pipefail
-TRM=$1 SRC=$2 SHARED=$3 TMP=$4
+TRM=$1 SRC=$2 GOLDEN=$3 TMP=$4
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$TMP" && mkdir -p "$TMP" && cd "$TMP" || exit 1
 export OMP_NUM_THREADS=1

@@ -3,7 +3,7 @@
 # directory, that `trm generate --json` reproduces the run's last evaluation, --input, and
 # the refusals (existing dataset, bad device, missing checkpoint).
 set -uo pipefail
-TRM=$1 SRC=$2 SHARED=$3 TMP=$4
+TRM=$1 SRC=$2 GOLDEN=$3 TMP=$4
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$TMP" && mkdir -p "$TMP" && cd "$TMP" || exit 1
 

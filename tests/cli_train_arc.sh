@@ -4,7 +4,7 @@
 # and check that ARC/pass@K reach metrics.jsonl and a submission.json is written; then the
 # same from `trm generate`.
 set -uo pipefail
-TRM=$1 SRC=$2 SHARED=$3 TMP=$4
+TRM=$1 SRC=$2 GOLDEN=$3 TMP=$4
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$TMP" && mkdir -p "$TMP" && cd "$TMP" || exit 1
 

@@ -6,7 +6,7 @@
 # next evaluation after a resume. A default cpu run warns about nothing; compile=true on cpu
 # warns once.
 set -uo pipefail
-TRM=$1 SRC=$2 SHARED=$3 TMP=$4
+TRM=$1 SRC=$2 GOLDEN=$3 TMP=$4
 fail() { echo "FAIL: $*"; exit 1; }
 command -v python3 > /dev/null || { echo "python3 not found: skipped"; exit 77; }
 script --version 2>/dev/null | grep -q util-linux || { echo "util-linux script(1) not found: skipped"; exit 77; }

@@ -3,7 +3,7 @@
 # script(1) at an 80-column terminal (the status line included: it is split at '\r'), and
 # help, inspect, devices and bench. Full detail stays in metrics.jsonl and report.html.
 set -uo pipefail
-TRM=$1 SRC=$2 SHARED=$3 TMP=$4
+TRM=$1 SRC=$2 GOLDEN=$3 TMP=$4
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$TMP" && mkdir -p "$TMP" && cd "$TMP" || exit 1
 export OMP_NUM_THREADS=2

@@ -1,5 +1,6 @@
-/* test_golden.c — the reference variants in ../shared/golden (SPEC §8): TRM's four and, under
- * archs/, one each of HRM, trm_singlez, trm_hier6 and the transformer baseline. Load the init/
+/* test_golden.c — the reference variants in tests/golden (SPEC §8; made by the reference's
+ * own code, tests/golden/make_golden.py): TRM's four and, under archs/, one each of HRM,
+ * trm_singlez, trm_hier6 and the transformer baseline. Load the init/
  * tensors, run four training ACT steps and three evaluation steps and compare outputs, every
  * carry state, halting, the bootstrapped q target, loss, metrics, gradients and updated weights.
  *
@@ -147,10 +148,10 @@ static void expect_close(const char *what, const float *got, const float *want, 
 static void open_golden(golden *g, const char *variant) {
     trm_err e;
     memset(g, 0, sizeof *g);
-    char *path = xasprintf("%s/golden/%s.safetensors", TRM_SHARED_DIR, variant);
+    char *path = xasprintf("%s/%s.safetensors", TRM_GOLDEN_DIR, variant);
     ck_assert_msg(st_open(&g->f, path, &e) == 0, "%s", e.msg);
     free(path);
-    path = xasprintf("%s/golden/%s.json", TRM_SHARED_DIR, variant);
+    path = xasprintf("%s/%s.json", TRM_GOLDEN_DIR, variant);
     size_t len;
     char *text = trm_read_file(path, &len, &e);
     ck_assert_msg(text != NULL, "%s", e.msg);

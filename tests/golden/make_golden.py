@@ -63,14 +63,14 @@ COMMANDS (from the repository root; python3 with torch, numpy and safetensors; C
       tests/golden/archs/{hrm,transformers_baseline,trm_hier6,trm_singlez}_rope.{safetensors,json},
       then re-checks each written file against a fresh run (--no-verify skips that)
   python3 tests/golden/make_golden.py --ref .ref --out tests/golden --variants att_rope hrm_rope
-  python3 tests/golden/make_golden.py --ref .ref --check ../shared/golden/*.safetensors \\
-          ../shared/golden/archs/*.safetensors
+  python3 tests/golden/make_golden.py --ref .ref --check tests/golden/*.safetensors \\
+          tests/golden/archs/*.safetensors
       re-runs the reference from each file's init/ weights and batches and compares every tensor:
       relative error max|a-b| / max|b| <= 1e-5 for outputs, losses and metrics, <= 1e-4 for grad/
       and after/, equality for integer and bool tensors and the counting metrics; exit 1 otherwise.
       --teacher-force continues each step from the file's after/ weights and carry (as
       test_golden.c does) to tell float32 amplification over the steps from a real difference.
-  python3 tests/golden/make_golden.py --selftest ../shared/golden
+  python3 tests/golden/make_golden.py --selftest tests/golden
       without torch: the built-in safetensors reader/writer reproduce each file byte for byte, the
       variant table reproduces each .json, the expected tensor layout matches each header; prints
       the expected size of the files that generate mode writes.
