@@ -15,7 +15,7 @@ declare -A variant=(
   [tiny_att]="arch.mlp_t=False arch.pos_encodings=rope"
 )
 # OpenBLAS's kernel choice is printed; where OPENBLAS_CORETYPE is unset and OpenBLAS falls
-# back to its generic kernel, trm itself selects the AVX2/AVX-512 one (kernels/cpu/blas_select.c).
+# back to its generic kernel, trm itself selects the AVX2/AVX-512 one (kernels/cpu/cpu_env.c).
 echo "# OpenBLAS core: $(OPENBLAS_VERBOSE=2 "$TRM" version 2>&1 | sed -n 's/^Core: //p' | tail -1) (OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset})"
 echo "# $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
 for t in "${THREADS[@]}"; do

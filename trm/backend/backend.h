@@ -295,9 +295,10 @@ const trm_backend_entry *trm_backend_at(int i);
 
 trm_backend *trm_cpu_backend_create(int index, trm_err *e);
 void trm_cpu_caps_here(trm_caps *caps);
-/* kernels/cpu/blas_select.c: makes OpenBLAS use the CPU's vector kernels where its detection
- * fails. Call first thing in main(); may re-execute the program once (same argv). */
-void trm_blas_select(char **argv);
+/* kernels/cpu/cpu_env.c: chooses what OpenBLAS and OpenMP read from the environment (the
+ * CPU's vector kernels where OpenBLAS's detection fails; a bounded spin at OpenMP barriers).
+ * Call first thing in main(); may re-execute the program once (same argv). */
+void trm_cpu_env(char **argv);
 /* Wraps a backend so that every op is timed; the table is printed on destroy (TRM_PROFILE=1). */
 trm_backend *trm_profile_wrap(trm_backend *inner);
 

@@ -201,7 +201,7 @@ static int print_help(const command_entry *c, const char *sub) {
 }
 
 int main(int argc, char **argv) {
-    trm_blas_select(argv);
+    trm_cpu_env(argv);
     trm_globals g = {.search = {.dirs = NULL, .ndirs = 0, .use_embedded = 1, .float_keys = trm_run_config_float_keys},
                      .argv0 = argv[0]};
     const char **dirs = xcalloc((size_t)argc + 64, sizeof *dirs);

@@ -1,0 +1,75 @@
+/* cpu_env.c — the two libraries the cpu backend runs on read their settings from the
+ * environment in their own constructors, before main(), so trm chooses them in the
+ * environment and re-executes itself once (Linux; TRM_CPU_ENV marks the second start):
+ *
+ * - OpenBLAS picks its kernels from the CPU model. Debian's 0.3.21 does not know recent Intel
+ *   models and falls back to the generic "Prescott" kernel, 2.4x slower than its AVX-512 one
+ *   on the same machine (measured on a 16-core Xeon: 570 vs 232 ms per tiny_mlp step). When
+ *   the user has not chosen a core (OPENBLAS_CORETYPE unset), the kernel is the generic one
+ *   and the CPU has AVX2, trm names the right core from the CPU's features.
+ * - OpenMP's threads spin at each barrier before they sleep (libgomp: 300000 turns by default).
+ *   A step is hundreds of short parallel loops, so with another program on the cores a thread
+ *   that spins for a descheduled partner burns the time its partner needs: on 2 cores with
+ *   one busy process beside it, 2 threads took 1640 ms a step where 1 thread took 1183. When
+ *   the user has set none of OMP_WAIT_POLICY, GOMP_SPINCOUNT (libgomp) or KMP_BLOCKTIME
+ *   (LLVM's libomp), trm bounds the spin to TRM_SPINCOUNT turns: long enough to bridge the
+ *   gap between two loops on an idle machine, short enough to yield the core to a partner. */
+#include "backend/backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+/* Measured on 2 cores, tiny_mlp (bench/cpu.sh shapes): see bench/README.md ("Threads beside
+ * other programs"). */
+#define TRM_SPINCOUNT "10000"
+#define TRM_BLOCKTIME "0" /* ms; libomp's unit */
+
+#if !defined(TRM_ACCELERATE) && (defined(__x86_64__) || defined(__i386__)) && defined(__linux__)
+#define FORCE_OPENBLAS_COMPLEX_STRUCT
+#include <cblas.h>
+
+static const char *core_for_this_cpu(void) {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+    return NULL;
+}
+
+/* 1 when OpenBLAS fell back to its generic kernel and a better one is named now. */
+static int choose_blas_core(void) {
+    if (getenv("OPENBLAS_CORETYPE")) return 0;
+    const char *now = openblas_get_corename();
+    if (!now || (strcasecmp(now, "prescott") != 0 && strcasecmp(now, "unknown") != 0)) return 0;
+    const char *want = core_for_this_cpu();
+    if (!want) return 0;
+    setenv("OPENBLAS_CORETYPE", want, 1);
+    return 1;
+}
+#else
+static int choose_blas_core(void) { return 0; }
+#endif
+
+/* 1 when the OpenMP wait policy was left to trm and is set now. */
+static int choose_omp_wait(void) {
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || getenv("KMP_BLOCKTIME")) return 0;
+    setenv("GOMP_SPINCOUNT", TRM_SPINCOUNT, 1);
+    setenv("KMP_BLOCKTIME", TRM_BLOCKTIME, 1);
+    return 1;
+}
+
+void trm_cpu_env(char **argv) {
+#ifdef __linux__
+    if (getenv("TRM_CPU_ENV")) return;
+    int blas = choose_blas_core(), omp = choose_omp_wait();
+    if (!blas && !omp) return;
+    setenv("TRM_CPU_ENV", "1", 1);
+    execv("/proc/self/exe", argv); /* on failure, carry on with the libraries' own choices */
+    unsetenv("TRM_CPU_ENV");
+#else
+    (void)argv; /* no re-execution without /proc: the libraries' defaults stay */
+#endif
+}
