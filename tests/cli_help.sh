@@ -33,7 +33,7 @@ for c in $cmds; do check_width help "$c"; done
 for b in sudoku4 sudoku sudoku-gen maze maze-gen arc; do check_width data "$b" --help; done
 # pretrain's help names trm's own keys
 out=$("$TRM" help pretrain)
-for k in device= resume= recompute= stop_after_steps= overwrite= compile= log_interval=; do
+for k in device= resume= recompute= stop_after_steps= overwrite= compile= log_interval= logger=; do
   grep -qF -- "$k" <<<"$out" || fail "trm help pretrain does not mention $k"
 done
 

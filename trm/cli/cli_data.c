@@ -31,6 +31,12 @@ typedef struct {
     "  OUT is written under a temporary name and renamed when complete; an existing\n"                 \
     "  OUT is kept unless --force is given.\n"
 
+#define HUB_HELP                                                                                       \
+    "  They are fetched as the reference's hf_hub_download fetches them, with the\n"                 \
+    "  system's curl, into the Hugging Face cache (HF_HUB_CACHE, HF_HOME/hub or\n"                   \
+    "  ~/.cache/huggingface/hub), and taken from there when already in it; also\n"                   \
+    "  HF_ENDPOINT, HF_TOKEN and HF_HUB_OFFLINE=1. An interrupted download resumes.\n"
+
 /* One entry per builder; builders add themselves here. */
 static const builder builders[] = {
     {"sudoku4", data_sudoku4,
@@ -40,13 +46,15 @@ static const builder builders[] = {
      "  unseen in training (defaults: 2000 train, 500 test, 6..9 clues, seed 0).\n"
      "  Trains with cfg=tiny.\n" COMMON_HELP},
     {"sudoku", trm_data_sudoku,
-     "usage: trm data sudoku --csv-dir DIR --out OUT [--subsample-size N]\n"
-     "                       [--num-aug K] [--min-difficulty R] [--seed S] [--force]\n"
+     "usage: trm data sudoku (--csv-dir DIR | --download [--repo ID]) --out OUT\n"
+     "                       [--subsample-size N] [--num-aug K] [--min-difficulty R]\n"
+     "                       [--seed S] [--force]\n"
      "  Sudoku-Extreme CSVs (DIR/train.csv, DIR/test.csv:\n"
      "  source,question,answer,rating) to the reference's dataset layout: N training\n"
      "  puzzles drawn (default all), each with K augmented copies (digit\n"
      "  permutation, transposition, band/stack shuffles; default 0), puzzles rated\n"
-     "  below R left out. The test split is not augmented.\n" COMMON_HELP},
+     "  below R left out. The test split is not augmented.\n"
+     "  --download: the CSVs of Hub dataset ID (sapientinc/sudoku-extreme).\n" HUB_HELP COMMON_HELP},
     {"sudoku-gen", trm_data_sudoku_gen,
      "usage: trm data sudoku-gen --count N --out FILE.csv [--seed S]\n"
      "                           [--min-clues A --max-clues B] [--min-rating R]\n"
@@ -55,10 +63,11 @@ static const builder builders[] = {
      "  near-minimal, 17..30 clues by default) as a Sudoku-Extreme style CSV;\n"
      "  --min-rating keeps harder ones.\n" COMMON_HELP},
     {"maze", trm_data_maze,
-     "usage: trm data maze --csv-dir DIR --out OUT [--subsample-size N] [--aug]\n"
-     "                     [--seed S] [--force]\n"
+     "usage: trm data maze (--csv-dir DIR | --download [--repo ID]) --out OUT\n"
+     "                     [--subsample-size N] [--aug] [--seed S] [--force]\n"
      "  Maze-Hard CSVs (DIR/train.csv, DIR/test.csv, 30x30 grids of '# SGo') to the\n"
-     "  dataset layout; --aug adds the 8 dihedral copies of each training maze.\n" COMMON_HELP},
+     "  dataset layout; --aug adds the 8 dihedral copies of each training maze.\n"
+     "  --download: the CSVs of Hub dataset ID (sapientinc/maze-30x30-hard-1k).\n" HUB_HELP COMMON_HELP},
     {"maze-gen", trm_data_maze_gen,
      "usage: trm data maze-gen --count N --out FILE.csv [--size 30] [--min-path-len L]\n"
      "                         [--seed S] [--force]\n"

@@ -13,6 +13,7 @@
 
 #include "dataset_writer.h"
 #include "dihedral.h"
+#include "hub.h"
 #include "maze.h"
 
 #define MAZE_SUBSAMPLE_STREAM 0x4d415a45ULL /* "MAZE" */
@@ -342,17 +343,24 @@ int trm_maze_gen(trm_maze_gen_opts *o, trm_err *e) {
 
 int trm_data_maze(int argc, char **argv, trm_err *e) {
     trm_maze_build_opts o = {.progress = 1};
+    int download = 0;
+    const char *repo = NULL;
     const trm_opt opts[] = {
         TRM_OPT("--csv-dir", TRM_OPT_STR, &o.csv_dir), TRM_OPT("--out", TRM_OPT_STR, &o.out),
+        TRM_OPT("--download", TRM_OPT_FLAG, &download), TRM_OPT("--repo", TRM_OPT_STR, &repo),
         TRM_OPT("--aug", TRM_OPT_FLAG, &o.aug), TRM_OPT("--force", TRM_OPT_FLAG, &o.force),
         TRM_OPT("--subsample-size", TRM_OPT_I64, &o.subsample_size, .min = 1, .max = INT64_MAX),
         TRM_OPT("--seed", TRM_OPT_U64, &o.seed), TRM_OPT_END,
     };
     if (trm_parse_opts(argc, argv, opts, e)) return -1;
-    if (!o.csv_dir || !o.out) return trm_errf(e, "--csv-dir DIR and --out DIR are required");
-    if (trm_build_maze(&o, e)) return -1;
-    printf("wrote %s\n", o.out);
-    return 0;
+    if (!o.out || (!o.csv_dir && !download)) return trm_errf(e, "--csv-dir DIR or --download, and --out DIR, are required");
+    char *hub_dir;
+    if (trm_hub_csv_dir(&o.csv_dir, download, repo, "sapientinc/maze-30x30-hard-1k", o.progress, &hub_dir, e))
+        return -1;
+    int rc = trm_build_maze(&o, e);
+    if (!rc) printf("wrote %s\n", o.out);
+    free(hub_dir);
+    return rc;
 }
 
 int trm_data_maze_gen(int argc, char **argv, trm_err *e) {

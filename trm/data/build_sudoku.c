@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "dataset_writer.h"
+#include "hub.h"
 #include "sudoku.h"
 
 /* ---- CSV ---- */
@@ -293,8 +294,11 @@ int trm_sudoku_gen_csv(const trm_sudoku_gen_cli_opts *o, trm_err *e) {
 
 int trm_data_sudoku(int argc, char **argv, trm_err *e) {
     trm_sudoku_opts o = {.csv_dir = NULL, .out = NULL, .subsample_size = -1, .num_aug = 0, .seed = 0, .progress = 1};
+    int download = 0;
+    const char *repo = NULL;
     const trm_opt opts[] = {
         TRM_OPT("--csv-dir", TRM_OPT_STR, &o.csv_dir), TRM_OPT("--out", TRM_OPT_STR, &o.out),
+        TRM_OPT("--download", TRM_OPT_FLAG, &download), TRM_OPT("--repo", TRM_OPT_STR, &repo),
         TRM_OPT("--force", TRM_OPT_FLAG, &o.force),
         TRM_OPT("--subsample-size", TRM_OPT_I64, &o.subsample_size, .min = 0, .max = INT64_MAX),
         TRM_OPT("--num-aug", TRM_OPT_I64, &o.num_aug),
@@ -302,11 +306,15 @@ int trm_data_sudoku(int argc, char **argv, trm_err *e) {
         TRM_OPT("--seed", TRM_OPT_U64, &o.seed), TRM_OPT_END,
     };
     if (trm_parse_opts(argc, argv, opts, e)) return -1;
-    if (!o.csv_dir || !o.out) return trm_errf(e, "--csv-dir DIR (with train.csv and test.csv) and --out DIR are required");
+    if (!o.out || (!o.csv_dir && !download))
+        return trm_errf(e, "--csv-dir DIR (with train.csv and test.csv) or --download, and --out DIR, are required");
+    char *hub_dir;
+    if (trm_hub_csv_dir(&o.csv_dir, download, repo, "sapientinc/sudoku-extreme", o.progress, &hub_dir, e)) return -1;
     double t0 = trm_now_seconds();
-    if (trm_build_sudoku(&o, e)) return -1;
-    printf("wrote %s in %.1fs\n", o.out, trm_now_seconds() - t0);
-    return 0;
+    int rc = trm_build_sudoku(&o, e);
+    if (!rc) printf("wrote %s in %.1fs\n", o.out, trm_now_seconds() - t0);
+    free(hub_dir);
+    return rc;
 }
 
 int trm_data_sudoku_gen(int argc, char **argv, trm_err *e) {

@@ -56,6 +56,17 @@ static int read_compile(const cfg_node *root, int *out, trm_err *e) {
     return trm_errf(e, "compile: expected auto, true or false");
 }
 
+/* logger: tensorboard (the default, also when the key is absent) or none (also null) */
+static int read_logger(const cfg_node *root, int *tensorboard, trm_err *e) {
+    const char *v;
+    if (opt_str(root, "logger", &v, e)) return -1;
+    const cfg_node *n = cfg_get(root, "logger");
+    *tensorboard = !n || (v && !strcmp(v, "tensorboard"));
+    if (v && strcmp(v, "tensorboard") && strcmp(v, "none"))
+        return trm_errf(e, "logger: expected tensorboard or none, got '%s'", v);
+    return 0;
+}
+
 /* recompute: none, gate_up or all; false and true (the key's first form) mean none and all */
 static int read_recompute(const cfg_node *root, int *out, trm_err *e) {
     const cfg_node *n = cfg_get(root, "recompute");
@@ -164,6 +175,7 @@ int trm_run_config_read(trm_run_config *rc, const cfg_node *root, trm_err *e) {
     if (!rc->device) rc->device = "auto";
     if (read_compile(root, &rc->compile, e)) return -1;
     if (opt_int(root, "log_interval", &rc->log_interval, 10, e)) return -1;
+    if (read_logger(root, &rc->tensorboard, e)) return -1;
     if (opt_str(root, "project_name", &rc->project_name, e) || opt_str(root, "run_name", &rc->run_name, e) ||
         opt_str(root, "load_checkpoint", &rc->load_checkpoint, e) ||
         opt_str(root, "checkpoint_path", &rc->checkpoint_path, e) || opt_str(root, "resume", &rc->resume, e))

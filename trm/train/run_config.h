@@ -26,6 +26,7 @@ typedef struct {
     const char *device;
     int compile;            /* TRM_COMPILE_AUTO, 0 or 1 (asked for explicitly) */
     int64_t log_interval;
+    int tensorboard;        /* logger=tensorboard (the default): events.out.tfevents.* too */
     /* optional keys added on the command line (+key=v); NULL when absent */
     const char *project_name, *run_name, *load_checkpoint, *checkpoint_path, *resume;
     int eval_save_outputs;          /* true: trm's step_N_preds.npy and _q_halt.npy */

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "view/view.h"
+
 #define LOCK_NAME ".lock"
 
 /* The files that show a run lives here: its config, its metrics, its checkpoints. The first
@@ -157,7 +159,8 @@ static int remove_temp_files(const char *dir, trm_err *e) {
 }
 
 int trm_run_dir_tidy(const trm_run_dir *rd, int64_t step, trm_err *e) {
-    if (cut_metrics(rd->dir, step, e) || remove_temp_files(rd->dir, e)) return -1;
+    if (cut_metrics(rd->dir, step, e) || trm_tfevents_cut(rd->dir, step, e) || remove_temp_files(rd->dir, e))
+        return -1;
     return 0;
 }
 

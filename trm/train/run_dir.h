@@ -19,8 +19,9 @@ typedef struct {
  * directory holds aside to DIR.prev-N first. Errors: the directory is in use, or holds a run
  * and neither was asked for. */
 int trm_run_dir_claim(trm_run_dir *rd, const char *dir, int resuming, int overwrite, trm_err *e);
-/* After the resume: metrics.jsonl keeps only records up to `step` (so that re-run steps are
- * not logged twice), and leftover *.tmp.* files are removed. */
+/* After the resume: metrics.jsonl and the TensorBoard events files keep only records up to
+ * `step` (so that re-run steps are not logged twice), and leftover *.tmp.* files are
+ * removed. */
 int trm_run_dir_tidy(const trm_run_dir *rd, int64_t step, trm_err *e);
 /* metrics.jsonl holds a record of `kind` at `step`. */
 int trm_run_dir_logged(const trm_run_dir *rd, int64_t step, const char *kind);

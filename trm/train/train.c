@@ -346,6 +346,7 @@ typedef struct {
     trm_run_dir rdir;          /* rank 0: the run directory's lock */
     trm_evaluators *evals;
     FILE *metrics;
+    trm_tfevents *tb;          /* logger=tensorboard: the same records as TensorBoard events */
     trm_display disp;          /* rank 0's status line (terminal) or log lines */
     trm_train_status status;   /* what the status line shows */
     double rate_t;             /* the steps/s measurement: time and step of its last sample */
@@ -369,14 +370,22 @@ typedef struct {
 
 static int is_root(const trainer *t) { return t->dist->rank == 0; }
 
-/* One metrics.jsonl record: {"step": N, "kind": KIND, ...}. */
-static void record_begin(json_buf *b, int64_t step, const char *kind) {
+/* One metrics.jsonl record: {"step": N, "kind": KIND, ...}, and one TensorBoard event with
+ * the same values at the same step. */
+static void record_begin(trainer *t, json_buf *b, int64_t step, const char *kind) {
     json_buf_init(b);
     json_obj_begin(b);
     json_kv_int(b, "step", step);
     json_kv_str(b, "kind", kind);
+    trm_tfevents_begin(t->tb, step);
 }
 
+static void record_put(trainer *t, json_buf *b, const char *key, double v) {
+    json_kv_double(b, key, v);
+    trm_tfevents_scalar(t->tb, key, v);
+}
+
+/* An events file that cannot be written is worth one warning, not the run. */
 static void record_end(trainer *t, json_buf *b) {
     json_obj_end(b);
     json_raw(b, "\n");
@@ -385,6 +394,13 @@ static void record_end(trainer *t, json_buf *b) {
         fflush(t->metrics);
     }
     json_buf_free(b);
+    trm_err e = {{0}};
+    if (trm_tfevents_end(t->tb, &e)) {
+        trm_display_clear(&t->disp);
+        fprintf(stderr, "trm: warning: %s; training goes on without TensorBoard events\n", e.msg);
+        trm_tfevents_free(t->tb);
+        t->tb = NULL;
+    }
 }
 
 /* The status line, about once a second. steps/s is measured between updates (smoothed), and
@@ -421,19 +437,21 @@ static void log_train(trainer *t) {
     double v[TRM_NMETRICS];
     for (int k = 0; k < TRM_NMETRICS; k++)
         v[k] = is_loss(k) ? t->acc[k] / ((double)gbs * t->acc_steps) : t->acc[k] / count;
+    double now = trm_now_seconds();
+    double rate = (double)(t->step - t->step_last_log) * (double)gbs / (now - t->t_last_log + 1e-9);
     json_buf rec;
-    record_begin(&rec, t->step, "train");
+    record_begin(t, &rec, t->step, "train");
     for (int k = 0; k < TRM_NMETRICS; k++) {
         if (k == TRM_M_COUNT || (k == TRM_M_Q_CONTINUE_LOSS && !t->m.q_target_on)) continue;
         char key[64];
         snprintf(key, sizeof key, "train/%s", trm_metric_names[k]);
-        json_kv_double(&rec, key, v[k]);
+        record_put(t, &rec, key, v[k]);
     }
-    json_kv_double(&rec, "train/lr", t->lr);
+    record_put(t, &rec, "train/lr", t->lr);
+    /* a timing: TensorBoard only, so that metrics.jsonl stays the same from run to run */
+    trm_tfevents_scalar(t->tb, "train/examples_per_s", rate);
     record_end(t, &rec);
 
-    double now = trm_now_seconds();
-    double rate = (double)(t->step - t->step_last_log) * (double)gbs / (now - t->t_last_log + 1e-9);
     int64_t done = t->step - t->step_start; /* in this process: a resumed run started later */
     double eta = (double)(t->total_steps - t->step) * (now - t->t_start) / (double)(done > 0 ? done : 1);
     trm_train_status *st = &t->status;
@@ -598,7 +616,7 @@ static int evaluate_and_log(trainer *t, trm_err *e) {
         }
     }
     json_buf rec;
-    record_begin(&rec, t->step, "eval");
+    record_begin(t, &rec, t->step, "eval");
     char head[160], text[TRM_NMETRICS + TRM_EVAL_MAX_METRICS][80];
     const char *fields[TRM_NMETRICS + TRM_EVAL_MAX_METRICS];
     for (int s = 0; s < r.nsets; s++) {
@@ -608,18 +626,18 @@ static int evaluate_and_log(trainer *t, trm_err *e) {
             char key[128];
             snprintf(key, sizeof key, "%s/%s", r.names[s], trm_metric_names[k]);
             double v = trm_eval_metric(&r, s, k);
-            json_kv_double(&rec, key, v);
+            record_put(t, &rec, key, v);
             snprintf(text[nf], sizeof text[nf], "%s %.4f", trm_metric_names[k], v);
             fields[nf] = text[nf], nf++;
         }
         char key[128];
         snprintf(key, sizeof key, "%s/count", r.names[s]);
-        json_kv_double(&rec, key, r.sums[s][TRM_M_COUNT]);
+        record_put(t, &rec, key, r.sums[s][TRM_M_COUNT]);
         snprintf(head, sizeof head, "eval step %" PRId64 " [%.64s]", t->step, r.names[s]);
         trm_print_fields(stdout, TRM_LINE_WIDTH, head, fields, nf);
     }
     for (int i = 0; i < em.n; i++) {
-        json_kv_double(&rec, em.names[i], em.values[i]);
+        record_put(t, &rec, em.names[i], em.values[i]);
         snprintf(text[i], sizeof text[i], "%.48s %.4f", em.names[i], em.values[i]);
         fields[i] = text[i];
     }
@@ -806,6 +824,9 @@ static int open_run_dir(trainer *t, trm_err *e) {
         return -1;
     }
     free(mpath);
+    /* START at the first step this session trains: a TensorBoard still showing the steps
+     * after the checkpoint, from the session that crashed, drops them */
+    if (t->rc.tensorboard) t->tb = trm_tfevents_new(t->run_dir, t->step + 1, t->config_yaml);
     printf("run directory: %s\n", t->run_dir);
     size_t nparams = 0;
     for (int i = 0; i < t->m.nparams; i++) nparams += t->m.params[i].numel;
@@ -1050,6 +1071,7 @@ int trm_pretrain_main(cfg_node *cfg, const char *resume_path) {
         if (dist.world > 1) trm_dist_abort(&dist, rc);
     }
     if (t.metrics) fclose(t.metrics);
+    trm_tfevents_free(t.tb);
     trm_puzzle_samples_free(&t.samples);
     trm_evaluators_free(t.evals);
     trm_plan_free(&t.plan);

@@ -1,7 +1,7 @@
 /* util.h — the face of util/: what every other folder may use from it. Errors and
  * allocation (base.h), text buffers (strbuf.h, json.h), option tables (opts.h), counter-based
- * random numbers (rng.h, philox.h), the terminal (term.h, progress.h) and stop signals. util/
- * depends on nothing else of trm. */
+ * random numbers (rng.h, philox.h), the terminal (term.h, progress.h), stop signals and child
+ * processes (proc.h). util/ depends on nothing else of trm. */
 #ifndef TRM_UTIL_H
 #define TRM_UTIL_H
 
@@ -14,5 +14,6 @@
 #include "term.h"
 #include "progress.h"
 #include "signals.h"
+#include "proc.h"
 
 #endif

@@ -1,6 +1,6 @@
 /* view.h — the face of view/: what a person looks at. metrics.jsonl read back as series,
- * plots (SVG and PNG, drawn on canvas.h with font.h), report.html and the live status lines
- * of a run. view/ uses util/ and config/ only. */
+ * plots (SVG and PNG, drawn on canvas.h with font.h), report.html, TensorBoard event files
+ * and the live status lines of a run. view/ uses util/ and config/ only. */
 #ifndef TRM_VIEW_H
 #define TRM_VIEW_H
 
@@ -11,5 +11,6 @@
 #include "plot.h"
 #include "report.h"
 #include "run_display.h"
+#include "tfevents.h"
 
 #endif
