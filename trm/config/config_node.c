@@ -109,6 +109,13 @@ size_t node_count(const cfg_node *n) {
     return c;
 }
 
+size_t node_bytes(const cfg_node *n) {
+    size_t b = sizeof *n + (n->key ? strlen(n->key) + 1 : 0) + (n->s ? strlen(n->s) + 1 : 0) +
+               (size_t)n->n * sizeof *n->items;
+    for (int i = 0; i < n->n; i++) b += node_bytes(n->items[i]);
+    return b;
+}
+
 int is_scalar(const cfg_node *n) { return n->type != CFG_LIST && n->type != CFG_MAP; }
 
 int cfg_equal(const cfg_node *a, const cfg_node *b) {
