@@ -49,7 +49,8 @@ cfg_node *cfg_parse(const char *text, size_t len, const char *name, trm_err *e);
 /* Walks the YAML/JSON events of text without building anything, in time linear in len, and
  * fails (naming `name`, the limit and where it was passed) when maps and lists nest deeper
  * than max_depth or the text holds more than max_values values: for readers that then build
- * the whole document at once (libyaml's loader has no limits of its own). */
+ * the whole document at once (libyaml's loader has no limits of its own). Text that is not
+ * valid YAML passes: the parser that follows stops at the same place and says why. */
 int cfg_check_limits(const char *text, size_t len, const char *name, int max_depth, size_t max_values, trm_err *e);
 /* Loads NAME (cfg name like "cfg_pretrain", "arch/trm", or a path to a .yaml file),
  * composes its `defaults:` list and applies overrides ("a.b=v", "+k=v", "++k=v", "~k",

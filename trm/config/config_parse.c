@@ -294,7 +294,8 @@ static int count_value(yparse *y, const yaml_event_t *ev, size_t max_values, siz
                     ev->start_mark.column + 1, max_values);
 }
 
-/* One event of the pre-pass: 1 at the end of the stream, 0 to go on, -1 on an error. */
+/* One event of the pre-pass: 1 at the end of the stream, 0 to go on, -1 on an error (a limit,
+ * or a syntax error when the parser says so). */
 static int limits_event(yparse *y, int max_depth, size_t max_values, int *depth, size_t *values) {
     yaml_event_t ev;
     if (y_next(y, &ev)) return -1;
@@ -318,11 +319,12 @@ static int limits_event(yparse *y, int max_depth, size_t max_values, int *depth,
 
 int cfg_check_limits(const char *text, size_t len, const char *name, int max_depth, size_t max_values, trm_err *e) {
     yparse y;
+    trm_err msg; /* kept only for a limit: a syntax error is the caller's parser's to report */
     memset(&y, 0, sizeof y);
     y.file = name ? name : "<string>";
     y.text = text;
     y.len = len;
-    y.e = e;
+    y.e = &msg;
     if (!yaml_parser_initialize(&y.p)) return trm_errf(e, "%s: cannot initialise the YAML parser", y.file);
     yaml_parser_set_input_string(&y.p, (const unsigned char *)text, len);
     /* Stopping at the first collection past the limit also bounds libyaml's own work: its
@@ -331,6 +333,9 @@ int cfg_check_limits(const char *text, size_t len, const char *name, int max_dep
     size_t values = 0;
     while ((rc = limits_event(&y, max_depth, max_values, &depth, &values)) == 0) {
     }
+    int syntax_error = y.p.error != YAML_NO_ERROR;
     yaml_parser_delete(&y.p);
-    return rc < 0 ? -1 : 0;
+    if (rc > 0 || syntax_error) return 0;
+    if (e) memcpy(e->msg, msg.msg, sizeof e->msg);
+    return -1;
 }

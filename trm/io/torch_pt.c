@@ -164,6 +164,7 @@ static int open_zip(st_file *f, const char *path, trm_err *e) {
     free(owned);
     if (prc) goto out;
     rc = fill_tensors(f, &z, prefix, &pt, path, e);
+    if (!rc) st_index(f); /* names are distinct: the pickle reader refuses a repeated one */
     pk_tensors_free(&pt);
 out:
     free(prefix);
