@@ -257,12 +257,16 @@ static int locate_header(const unsigned char *b, size_t size, const char *path, 
     return 0;
 }
 
+/* The shape must describe the data exactly. The product of the dimensions other than 0 must
+ * fit too: an empty array of shape (0, 2^62, 2^62) holds no bytes, but whoever sizes a buffer
+ * by its other dimensions would overflow. */
 static int check_shape(npy_array *a, const npy_header *h, size_t data_bytes, trm_err *e) {
-    int64_t count = 1;
+    int64_t count = 1, nonzero = 1;
     for (int i = 0; i < h->ndim; i++) {
         a->shape[i] = h->shape[i];
-        if (__builtin_mul_overflow(count, h->shape[i], &count))
-            return trm_errf(e, "%s: .npy shape product overflows", a->path);
+        if (__builtin_mul_overflow(count, h->shape[i], &count) ||
+            (h->shape[i] && __builtin_mul_overflow(nonzero, h->shape[i], &nonzero)))
+            return trm_errf(e, "%s: .npy shape product overflows 64 bits", a->path);
     }
     int64_t bytes;
     if (__builtin_mul_overflow(count, (int64_t)a->itemsize, &bytes))
