@@ -41,7 +41,7 @@ static cfg_node *compose_primary(compose_ctx *c, const char *name) {
     int is_path = ends_with(name, ".yaml") || ends_with(name, ".yml");
     if (is_path && trm_file_exists(name)) {
         size_t len;
-        char *text = trm_read_file(name, &len, c->e);
+        char *text = trm_read_file_max(name, CFG_MAX_FILE_BYTES, &len, c->e);
         if (!text) return NULL;
         cfg_node *r = load_text(c, text, len, name, "");
         free(text);

@@ -41,6 +41,7 @@ typedef struct {
 #define CFG_MAX_NEST 128
 #define CFG_MAX_VALUE_BYTES ((size_t)1 << 20)
 #define CFG_MAX_EXPANDED_BYTES ((size_t)64 << 20)
+#define CFG_MAX_FILE_BYTES ((size_t)64 << 20) /* a config file read from disk */
 
 /* Parses YAML text (also JSON) into a tree; `name` is used in error messages (file:line:col).
  * Nesting deeper than CFG_MAX_NEST and aliases that copy more than the limits above are

@@ -153,6 +153,15 @@ static int read_maze_csv(const char *path, int want_n, maze_rows *m, trm_err *e)
     return rc;
 }
 
+int trm_maze_read_csv(const char *path, int64_t *rows, int *side, trm_err *e) {
+    maze_rows m;
+    if (read_maze_csv(path, 0, &m, e)) return -1;
+    *rows = m.rows;
+    *side = m.n;
+    maze_rows_free(&m);
+    return 0;
+}
+
 /* ---- dataset ----------------------------------------------------------------------- */
 
 static void to_tokens(const char *g, int n, int tid, int32_t *out) {

@@ -32,8 +32,11 @@ char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 char *xasprintf(const char *fmt, ...) TRM_PRINTF(1, 2);
 
-/* Whole-file read; returns NULL and fills e on failure. *len excludes the added NUL. */
+/* Whole-file read; returns NULL and fills e on failure. *len excludes the added NUL. Memory
+ * that cannot be had for the file is a failure with a message, not an abort. */
 char *trm_read_file(const char *path, size_t *len, trm_err *e);
+/* The same for a file that may hold at most max bytes (a larger one is refused, naming it). */
+char *trm_read_file_max(const char *path, size_t max, size_t *len, trm_err *e);
 /* Atomic write: temp file in the same directory, fsync, rename; never leaves a half file. */
 int trm_write_file_atomic(const char *path, const void *data, size_t len, trm_err *e);
 /* Creates the directory that will hold `path` (nothing when path has no directory part). */
