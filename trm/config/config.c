@@ -146,6 +146,7 @@ cfg_node *cfg_compose_over(const cfg_search *search, const char *cfg_name, cfg_n
     ctx_free(&c);
     free(dirs);
     free(pdir);
+    if (!root) trm_err_oneline(e); /* messages quote values, which may span lines */
     return root;
 }
 
@@ -154,16 +155,16 @@ cfg_node *cfg_from_stored(const char *owner, const char *text, const cfg_search 
     char *name = xasprintf("%s (stored config)", owner);
     cfg_node *cfg = cfg_parse(text, strlen(text), name, e);
     free(name);
-    if (!cfg) return NULL;
+    if (!cfg) return trm_err_oneline(e), NULL;
     cfg_coerce_floats(cfg, search->float_keys);
     for (int i = 0; i < noverrides; i++)
         if (cfg_apply_override(cfg, search, overrides[i], e)) {
             cfg_free(cfg);
-            return NULL;
+            return trm_err_oneline(e), NULL;
         }
     if (cfg_resolve(cfg, e)) {
         cfg_free(cfg);
-        return NULL;
+        return trm_err_oneline(e), NULL; /* messages quote values, which may span lines */
     }
     return cfg;
 }

@@ -306,5 +306,5 @@ int cfg_resolve(cfg_node *root, trm_err *e) {
     int rc = resolve_tree(&r, root, &at);
     while (r.depth) free(r.stack[--r.depth]);
     free(r.index.s);
-    return rc;
+    return rc ? trm_err_oneline(e) : 0; /* messages quote values, which may span lines */
 }

@@ -240,5 +240,5 @@ int cfg_apply_override(cfg_node *root, const cfg_search *search, const char *ov,
     }
     free_strv(comps, n);
     free(o.key);
-    return rc;
+    return rc ? trm_err_oneline(e) : 0; /* messages quote values, which may span lines */
 }

@@ -280,6 +280,7 @@ cfg_node *cfg_parse(const char *text, size_t len, const char *name, trm_err *e) 
     }
     yaml_parser_set_input_string(&y.p, (const unsigned char *)text, len);
     cfg_node *root = y_document(&y);
+    if (!root) trm_err_oneline(e); /* messages quote the text */
     yaml_parser_delete(&y.p);
     for (int i = 0; i < y.nanchors; i++) free(y.anchors[i].name);
     free(y.anchors);

@@ -525,6 +525,7 @@ int trm_arc_read(const trm_arc_opts *o, trm_err *e) {
     for (int i = 0; !rc && i < o->nsubsets; i++) rc = load_subset(&c, o->subsets[i], e);
     if (!rc) rc = check_parts(&c, e);
     ctx_free(&c);
+    if (rc) trm_err_oneline(e); /* messages quote the files' keys */
     return rc;
 }
 
@@ -539,6 +540,7 @@ int trm_build_arc(const trm_arc_opts *o, trm_err *e) {
     int rc = trm_dw_begin(o->out, o->force, &tmp, e);
     for (int i = 0; !rc && i < o->nsubsets; i++) rc = load_subset(&c, o->subsets[i], e);
     if (!rc) rc = check_parts(&c, e);
+    if (rc) trm_err_oneline(e); /* messages quote the files' keys */
     if (!rc && !o->quiet) fprintf(stderr, "Total puzzles: %d\n", c.npz);
     arc_htab seen;
     arc_htab_init(&seen);

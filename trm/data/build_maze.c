@@ -149,7 +149,7 @@ static int read_maze_csv(const char *path, int want_n, maze_rows *m, trm_err *e)
     else if (m->rows == 0) rc = trm_errf(e, "%s: no mazes (only a header)", path);
     free(buf);
     free(text);
-    if (rc) maze_rows_free(m);
+    if (rc) maze_rows_free(m), trm_err_oneline(e); /* messages quote the CSV's fields */
     return rc;
 }
 

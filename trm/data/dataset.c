@@ -537,7 +537,7 @@ int trm_dataset_open(trm_dataset *d, const char *const *paths, int npaths, const
         free(pm[i].json_path);
     }
     free(pm);
-    if (rc != 0) trm_dataset_close(d);
+    if (rc != 0) trm_dataset_close(d), trm_err_oneline(e); /* messages quote dataset.json's values */
     return rc;
 }
 

@@ -306,7 +306,7 @@ int npy_open(npy_array *a, const char *path, int allow_float, trm_err *e) {
     a->path = xstrdup(path);
     if (open_mapped(a, allow_float, e) != 0) {
         npy_close(a);
-        return -1;
+        return trm_err_oneline(e); /* messages quote the header's text */
     }
     return 0;
 }

@@ -648,7 +648,7 @@ int pk_read_tensors(const unsigned char *data, size_t n, const char *what, pk_te
     free(m.stack);
     free(m.marks);
     free(m.memo);
-    if (rc) pk_tensors_free(out);
+    if (rc) pk_tensors_free(out), trm_err_oneline(e); /* messages quote the pickle's strings */
     return rc ? -1 : 0;
 }
 

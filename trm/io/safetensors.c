@@ -455,7 +455,7 @@ int st_open(st_file *f, const char *path, trm_err *e) {
     if (trm_mmap_open(&f->map, path, e)) return -1;
     if (open_mapped(f, path, e) != 0) {
         st_close(f);
-        return -1;
+        return trm_err_oneline(e); /* messages quote the header's text */
     }
     return 0;
 }

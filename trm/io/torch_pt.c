@@ -199,7 +199,7 @@ int pt_open(st_file *f, const char *path, trm_err *e) {
     if (trm_mmap_open(&f->map, path, e)) return -1;
     if (open_zip(f, path, e)) {
         st_close(f);
-        return -1;
+        return trm_err_oneline(e); /* messages quote names and strings from the file */
     }
     return 0;
 }

@@ -49,6 +49,19 @@ int trm_err_prefix(trm_err *e, const char *fmt, ...) {
     return -1;
 }
 
+int trm_err_oneline(trm_err *e) {
+    if (!e) return -1;
+    char out[sizeof e->msg];
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)e->msg; *p && o + 5 < sizeof out; p++) {
+        if (*p < 0x20 || *p == 0x7f) o += (size_t)snprintf(out + o, sizeof out - o, "\\x%02x", *p);
+        else out[o++] = (char)*p;
+    }
+    out[o] = 0;
+    memcpy(e->msg, out, o + 1);
+    return -1;
+}
+
 /* Host allocations are small next to the model's buffers (which report through the backend
  * with advice); when even one fails there is nothing to recover, but say how much was asked
  * for, what is free and what to lower. The last checkpoint on disk is untouched. */

@@ -23,6 +23,9 @@ typedef struct {
 int trm_errf(trm_err *e, const char *fmt, ...) TRM_PRINTF(2, 3);
 /* Prefixes an existing message: "ctx: old message". Returns -1. */
 int trm_err_prefix(trm_err *e, const char *fmt, ...) TRM_PRINTF(2, 3);
+/* Writes control characters of the message (a file's bytes quoted in it) as \xNN, so that a
+ * reader's refusal stays one line whatever the file holds. Returns -1. */
+int trm_err_oneline(trm_err *e);
 
 /* Allocation that aborts with a message on exhaustion (host OOM is not recoverable here). */
 void *xmalloc(size_t n);
