@@ -11,8 +11,9 @@
  * 31, each answered in under 0.1 s. Prints a table: target, inputs, accepted, refused,
  * crashes, hangs, worst time, worst memory.
  *   TRM_FUZZ_INPUTS=N (per target), TRM_FUZZ_SEED=S, TRM_FUZZ_TARGETS=a,b: longer or other
- *   runs (bench/fuzz.sh); `test_fuzz --write-corpus DIR`: each target's seeds and regression
- *   inputs as files, a starting corpus for the libFuzzer targets. */
+ *   runs (bench/fuzz.sh); TRM_FUZZ_KEEP=I,J: those inputs kept to look at; `test_fuzz
+ *   --write-corpus DIR`: each target's seeds and regression inputs as files, and its tokens as
+ *   a libFuzzer dictionary, a start for the libFuzzer targets. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* strsignal */
 #endif
@@ -413,14 +414,11 @@ static int wanted(const char *name) {
     return 0;
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 /* The committed inputs of tests/data/fuzz/<target>/, in name order. */
 static void load_regressions(const char *target, fz_corpus *out) {
     char *dir = xasprintf("%s/%s", REGRESSION_DIR, target);
     int n = 0;
-    char **names = trm_list_dir(dir, &n);
-    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    char **names = trm_list_dir(dir, &n); /* sorted by name; NULL when there is no such folder */
     for (int i = 0; i < n; i++) {
         char *path = trm_path_join(dir, names[i]);
         size_t len;
@@ -449,6 +447,24 @@ static void print_row(const fz_target *t, const fz_stats *st) {
     fflush(stdout);
 }
 
+/* TRM_FUZZ_KEEP=I,J,...: those inputs written to the tmp dir's kept/ folder, to look at. */
+static void keep_inputs(const fz_plan *pl) {
+    const char *v = getenv("TRM_FUZZ_KEEP");
+    trm_err e;
+    char *dir = xasprintf("%s/kept", TMP_DIR);
+    for (char *end; v && *v && trm_mkdirs(dir, &e) == 0; v = *end ? end + 1 : end) {
+        int64_t idx = strtoll(v, &end, 10);
+        if (end == v) break;
+        fz_input in = {NULL, 0};
+        make_input(pl, idx, &in);
+        char *path = xasprintf("%s/%s-%lld.bin", dir, pl->t->name, (long long)idx);
+        FILE *f = fopen(path, "wb");
+        if (f) fwrite(in.p, 1, in.n, f), fclose(f);
+        free(path), free(in.p);
+    }
+    free(dir);
+}
+
 /* One target: its regression inputs, seeds (which must be accepted) and mutations. */
 static void fuzz_target(const char *name) {
     const fz_target *t = fz_find(name);
@@ -463,6 +479,7 @@ static void fuzz_target(const char *name) {
     double t0 = trm_now_seconds();
     run_plan(&pl, &c, total, &st);
     print_row(t, &st);
+    keep_inputs(&pl);
     if (getenv("TRM_FUZZ_VERBOSE"))
         printf("  %s: %.1f s; slowest input %lld, largest %lld\n", name, trm_now_seconds() - t0,
                (long long)st.worst_secs_idx, (long long)st.worst_mib_idx);

@@ -98,7 +98,8 @@ typedef struct {
 } path;
 
 static void path_push(path *p, const char *comp) {
-    p->v = xrealloc(p->v, (size_t)(p->n + 1) * sizeof *p->v);
+    if ((p->n & (p->n - 1)) == 0) /* capacity: the next power of two (a reference may have 100k parts) */
+        p->v = xrealloc(p->v, (size_t)(p->n ? 2 * p->n : 1) * sizeof *p->v);
     p->v[p->n++] = xstrdup(comp);
 }
 
@@ -126,13 +127,13 @@ static cfg_node *lookup_ref(resolver *r, const path *at, const char *ref, path *
     *abs = path_copy(at, dots ? at->n - (dots - 1) : 0);
     int base = abs->n;
     if (dots - 1 > at->n) {
-        trm_errf(r->e, "%s: interpolation '${%s}' goes above the top of the config", who, ref);
+        trm_errf(r->e, "%s: interpolation '${%.200s}' goes above the top of the config", who, ref);
         return NULL;
     }
     int n = 0;
     char **comps = ref[dots] ? split_dotted(ref + dots, &n) : NULL;
     if (ref[dots] && !comps) {
-        trm_errf(r->e, "%s: bad interpolation '${%s}'", who, ref);
+        trm_errf(r->e, "%s: bad interpolation '${%.200s}'", who, ref);
         return NULL;
     }
     cfg_node *cur = r->root;
@@ -150,7 +151,7 @@ static cfg_node *lookup_ref(resolver *r, const path *at, const char *ref, path *
     if (!cur) {
         for (int i = abs->n - base; i < n; i++) path_push(abs, comps[i]); /* name it all */
         char *full = join_dotted(abs->v, abs->n);
-        trm_errf(r->e, "%s: interpolation '${%s}' refers to %s, which does not exist", who, ref,
+        trm_errf(r->e, "%s: interpolation '${%.200s}' refers to %.200s, which does not exist", who, ref,
                  *full ? full : "the top");
         free(full);
     }
@@ -161,7 +162,7 @@ static cfg_node *lookup_ref(resolver *r, const path *at, const char *ref, path *
 /* Finds the referenced node, fully resolved. */
 static cfg_node *resolve_ref(resolver *r, const path *at, const char *ref, const char *who) {
     if (!*ref || strchr(ref, ':') || strchr(ref, '$') || strchr(ref, '{')) {
-        trm_errf(r->e, "%s: unsupported interpolation '${%s}' (only ${key}, ${.key} and "
+        trm_errf(r->e, "%s: unsupported interpolation '${%.200s}' (only ${key}, ${.key} and "
                        "${..key} are supported)", who, ref);
         return NULL;
     }
