@@ -632,6 +632,21 @@ END_TEST
 
 /* ---- the starting corpus for libFuzzer ----------------------------------------------------------- */
 
+/* The target's tokens as a libFuzzer dictionary (-dict=FILE): one "quoted" token a line. */
+static void write_dict(const fz_target *t, const char *path) {
+    FILE *f = fopen(path, "w");
+    for (const fz_token *k = t->dict; f && k->s; k++) {
+        fputc('"', f);
+        for (size_t i = 0; i < k->n; i++) {
+            unsigned char ch = (unsigned char)k->s[i];
+            if (ch < 0x20 || ch >= 0x7f || ch == '"' || ch == '\\') fprintf(f, "\\x%02x", ch);
+            else fputc(ch, f);
+        }
+        fputs("\"\n", f);
+    }
+    if (f) fclose(f);
+}
+
 static int write_corpus(const char *root) {
     int nt;
     const fz_target *t = fz_targets(&nt);
@@ -653,7 +668,11 @@ static int write_corpus(const char *root) {
             if (f) fwrite(in->p, 1, in->n, f), fclose(f);
             free(path);
         }
-        printf("%s: %d seeds, %d regression inputs in %s\n", t[k].name, pl.seeds.n, pl.regress.n, dir);
+        char *dict = xasprintf("%s.dict", dir);
+        write_dict(&t[k], dict);
+        printf("%s: %d seeds, %d regression inputs in %s, tokens in %s\n", t[k].name, pl.seeds.n, pl.regress.n, dir,
+               dict);
+        free(dict);
         fz_corpus_free(&pl.seeds), fz_corpus_free(&pl.regress), fz_ctx_free(&c), free(dir);
     }
     return 0;

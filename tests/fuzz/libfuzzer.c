@@ -4,6 +4,7 @@
  * aborts, so libFuzzer keeps it as a crash like any signal. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "fuzz_targets.h"
 
