@@ -992,6 +992,16 @@ START_TEST(test_limits_linear_time) {
     cfg_free(n);
     ck_assert_msg(trm_now_seconds() - t0 < 10.0, "%.2f s", trm_now_seconds() - t0);
     free(b.p);
+    /* 50,000 anchors, then 50,000 aliases of the first */
+    b = (trm_sbuf){0};
+    for (int i = 0; i < 50000; i++) sb_printf(&b, "a%d: &x%d %d\n", i, i, i);
+    for (int i = 0; i < 50000; i++) sb_printf(&b, "b%d: *x0\n", i);
+    t0 = trm_now_seconds();
+    n = parse(b.p);
+    ck_assert_int_eq(get_int(n, "b49999"), 0);
+    cfg_free(n);
+    ck_assert_msg(trm_now_seconds() - t0 < 10.0, "%.2f s", trm_now_seconds() - t0);
+    free(b.p);
     /* a file of 60,000 keys over its defaults' 60,000, half of them the same */
     char *d = scratch("wide");
     b = (trm_sbuf){0};

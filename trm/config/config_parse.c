@@ -6,6 +6,7 @@
 
 #include "config_internal.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
@@ -58,14 +59,30 @@ static int y_errf(yparse *y, const yaml_event_t *ev, const char *what) {
                     ev->start_mark.column + 1, what);
 }
 
+/* Anchors by name in an open-addressing table (at most half full), so that a file of many
+ * anchors and aliases costs linear time; a name anchored again takes the later node, as YAML
+ * says. */
+static yanchor *y_anchor_slot(const yparse *y, const char *name) {
+    uint64_t h = 1469598103934665603ull;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * 1099511628211ull;
+    size_t i = (size_t)(h ^ h >> 29) & (size_t)(y->capanchors - 1);
+    while (y->anchors[i].name && strcmp(y->anchors[i].name, name)) i = (i + 1) & (size_t)(y->capanchors - 1);
+    return &y->anchors[i];
+}
+
 static void y_add_anchor(yparse *y, const yaml_char_t *name, const cfg_node *n) {
     if (!name) return;
-    if (y->nanchors == y->capanchors) {
-        y->capanchors = y->capanchors ? 2 * y->capanchors : 8;
-        y->anchors = xrealloc(y->anchors, (size_t)y->capanchors * sizeof *y->anchors);
+    if (2 * (y->nanchors + 1) > y->capanchors) {
+        yparse old = *y;
+        y->capanchors = old.capanchors ? 2 * old.capanchors : 16;
+        y->anchors = xcalloc((size_t)y->capanchors, sizeof *y->anchors);
+        for (int i = 0; i < old.capanchors; i++)
+            if (old.anchors[i].name) *y_anchor_slot(y, old.anchors[i].name) = old.anchors[i];
+        free(old.anchors);
     }
-    y->anchors[y->nanchors].name = xstrdup((const char *)name);
-    y->anchors[y->nanchors++].node = n;
+    yanchor *a = y_anchor_slot(y, (const char *)name);
+    if (!a->name) a->name = xstrdup((const char *)name), y->nanchors++;
+    a->node = n;
 }
 
 static cfg_node *y_scalar(const yaml_event_t *ev) {
@@ -152,8 +169,7 @@ static int y_map(yparse *y, cfg_node *n, int depth) {
 static cfg_node *y_alias(yparse *y, const yaml_event_t *ev) {
     const char *name = (const char *)ev->data.alias.anchor;
     const cfg_node *a = NULL;
-    for (int i = y->nanchors - 1; i >= 0 && !a; i--)
-        if (!strcmp(y->anchors[i].name, name)) a = y->anchors[i].node;
+    if (y->capanchors) a = y_anchor_slot(y, name)->node;
     if (!a) {
         y_errf(y, ev, "unknown alias");
         return NULL;
@@ -282,7 +298,7 @@ cfg_node *cfg_parse(const char *text, size_t len, const char *name, trm_err *e) 
     cfg_node *root = y_document(&y);
     if (!root) trm_err_oneline(e); /* messages quote the text */
     yaml_parser_delete(&y.p);
-    for (int i = 0; i < y.nanchors; i++) free(y.anchors[i].name);
+    for (int i = 0; i < y.capanchors; i++) free(y.anchors[i].name);
     free(y.anchors);
     return root;
 }

@@ -224,6 +224,8 @@ static int doc_float(const json_doc *d, const char *path, const char *key, doubl
                     f->kind == FIELD_SCALAR ? f->scalar : "a list/object");
 }
 
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
 /* Set names become file-name prefixes, so they may not leave the split directory. */
 static int doc_sets(const json_doc *d, const char *path, trm_dataset_meta *m, trm_err *e) {
     const json_field *f = doc_get(d, "sets");
@@ -236,12 +238,18 @@ static int doc_sets(const json_doc *d, const char *path, trm_dataset_meta *m, tr
         const char *s = f->items[i];
         if (!s[0] || strchr(s, '/') || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
             return trm_errf(e, "%s:%d: invalid set name '%s'", path, f->line, s);
-        for (int k = 0; k < i; k++)
-            if (strcmp(m->sets[k], s) == 0)
-                return trm_errf(e, "%s:%d: set '%s' is listed twice", path, f->line, s);
         m->sets[i] = xstrdup(s);
     }
-    return 0;
+    /* a repeated name, found in n log n (a hostile file may list a million) */
+    char **sorted = xmalloc((size_t)f->nitems * sizeof *sorted);
+    memcpy(sorted, m->sets, (size_t)f->nitems * sizeof *sorted);
+    qsort(sorted, (size_t)f->nitems, sizeof *sorted, cmp_names);
+    int rc = 0;
+    for (int i = 1; i < f->nitems && !rc; i++)
+        if (strcmp(sorted[i - 1], sorted[i]) == 0)
+            rc = trm_errf(e, "%s:%d: set '%s' is listed twice", path, f->line, sorted[i]);
+    free(sorted);
+    return rc;
 }
 
 static void meta_free(trm_dataset_meta *m) {
