@@ -355,7 +355,7 @@ static int cfg_seeds(fz_ctx *c, fz_corpus *out, trm_err *e) {
         "#!arch.hidden_size=32\n#!+extra=[1, {a: b}]\n#!~drop\n#!arch=trm\n"
         "base: &b {x: 1, y: [a, b, 'c d']}\nother:\n  <<: *b\n  z: ${base.x}\ndrop: 1\n"
         "arch:\n  hidden_size: 64\n  emb: ${.hidden_size}\n  up: ${..lr}\nlr: 1.0e-4\n"
-        "name: \"run-${arch.hidden_size}-${lr}\"\nlit: \\${not.this}\nlist: [${lr}, ${base}]\n";
+        "name: \"run-${arch.hidden_size}-${lr}\"\nlit: \\${not.this}\nlist: [\"${lr}\", \"${base}\"]\n";
     static const char json[] = "{\"a\": [1, 2.5, \"x\", null, true], \"b\": {\"c\": \"${a}\"}}\n";
     fz_corpus_add(out, own, sizeof own - 1);
     fz_corpus_add(out, json, sizeof json - 1);
