@@ -225,7 +225,7 @@ typedef struct {
     int started; /* 1: the input began; 0: its answer follows */
     int rc;
     double secs, mib;
-    char bad[96]; /* why the answer is not one, or "" */
+    char bad[256]; /* why the answer is not one, or "" */
 } fz_record;
 
 typedef struct {
@@ -297,7 +297,7 @@ static void child_run(const fz_plan *pl, fz_ctx *c, int64_t from, int64_t to, in
         const char *why = fz_bad_answer(rc, &e);
         if (!why && FZ_ASAN && rec.mib > MEM_LIMIT_MIB) why = "peak memory over the limit";
         if (!why && rc && i >= pl->regress.n && i < pl->regress.n + pl->seeds.n) why = "a seed refused: ";
-        snprintf(rec.bad, sizeof rec.bad, "%s%s", why ? why : "", why && !strcmp(why, "a seed refused: ") ? e.msg : "");
+        snprintf(rec.bad, sizeof rec.bad, "%.60s%.150s", why ? why : "", why && !strcmp(why, "a seed refused: ") ? e.msg : "");
         put_record(fd, &rec);
     }
     free(in.p);

@@ -42,14 +42,16 @@ static int find_storage(st_file *f, const zip_reader *z, const char *prefix, con
     const zip_entry *en = zip_find(z, name);
     free(name);
     if (!en) return trm_errf(e, "%s: tensor '%s': its storage data/%s is missing from the archive", path, t->name, t->storage);
-    if (cache->data[en - z->ents]) {
-        *data = cache->data[en - z->ents];
-        return 0;
-    }
+    /* checked for every tensor, not only the storage's first: each says its storage's size
+     * and type again, and its view was checked against what it says */
     uint64_t es = (uint64_t)st_dtype_size(t->dtype);
     if (en->usize % es || en->usize / es != (uint64_t)t->storage_numel)
         return trm_errf(e, "%s: tensor '%s': storage data/%s has %" PRIu64 " bytes, not %" PRId64 " elements of %s", path,
                         t->name, t->storage, en->usize, t->storage_numel, st_dtype_name(t->dtype));
+    if (cache->data[en - z->ents]) {
+        *data = cache->data[en - z->ents];
+        return 0;
+    }
     void *owned;
     if (zip_member(z, en, data, &owned, e)) return -1;
     if (owned) own(f, owned);
