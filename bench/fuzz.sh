@@ -4,7 +4,7 @@
 # (silent or multi-line refusals, leaks), worst time and worst memory of one input.
 # usage: bench/fuzz.sh [BUILD_DIR] [INPUTS_PER_TARGET] [SEED] [TARGETS]
 #   BUILD_DIR: a build with the tests (default build; an ASan/UBSan build works too)
-#   INPUTS_PER_TARGET: default 20000 (CI runs 2000)
+#   INPUTS_PER_TARGET: default 20000 (CI runs 3000)
 #   SEED: default 1 (CI's); another seed makes other inputs
 #   TARGETS: comma-separated (safetensors,torch_zip,pickle,npy,config,dataset_json,arc_json,
 #            sudoku_csv,maze_csv), default all

@@ -1,5 +1,5 @@
 /* test_fuzz.c — every file reader fuzzed (tests/fuzz/fuzz_targets.c lists them): a
- * deterministic mutation loop (fixed seed; random edits beside structure-aware ones: a
+ * deterministic mutation loop (fixed seed, 3000 inputs per reader; random edits beside structure-aware ones: a
  * format's tokens inserted and repeated, nesting opened and closed, a header edited with its
  * length kept right, zip fields set to edge values, interpolation and alias chains) run in
  * child processes under a per-input time limit and an address-space limit, each input
@@ -52,7 +52,7 @@ int __lsan_do_recoverable_leak_check(void);
 
 #define TMP_DIR TRM_TEST_TMP "/fuzz"
 #define REGRESSION_DIR TRM_SOURCE_DIR "/tests/data/fuzz"
-#define DEFAULT_INPUTS 2000
+#define DEFAULT_INPUTS 3000
 #define BATCH 250                          /* inputs per child process */
 #define MEM_LIMIT_MIB 1024.0               /* address space (or, under ASan, peak RSS) an input may add */
 #define TIME_LIMIT (FZ_ASAN ? 3.0 : 1.0)   /* seconds per input; ASan's instrumentation is ~3x slower */
