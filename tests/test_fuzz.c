@@ -1,15 +1,16 @@
 /* test_fuzz.c — every file reader fuzzed (tests/fuzz/fuzz_targets.c lists them): a
- * deterministic mutation loop (fixed seed, 3000 inputs per reader; random edits beside structure-aware ones: a
- * format's tokens inserted and repeated, nesting opened and closed, a header edited with its
- * length kept right, zip fields set to edge values, interpolation and alias chains) run in
- * child processes under a per-input time limit and an address-space limit, each input
- * answered either by acceptance or by a refusal with a one-line message; a crash, a hang, a
- * silent refusal or (under ASan) a leak fails the test and keeps the input under the test's
- * tmp dir. Under ASan the address-space limit is left out (its shadow memory reserves
- * terabytes) and the peak resident memory of each input is held to the limit instead. The
- * inputs committed under tests/data/fuzz/ run first, as do the four hostile inputs of issue
- * 31, each answered in under 0.1 s. Prints a table: target, inputs, accepted, refused,
- * crashes, hangs, worst time, worst memory.
+ * deterministic mutation loop (fixed seed, 3000 inputs per reader; random edits beside
+ * structure-aware ones: a format's tokens inserted and repeated, nesting opened and closed, a
+ * header edited with its length kept right, zip fields set to edge values, interpolation and
+ * alias chains) run in child processes under a per-input time limit and an address-space
+ * limit, each input answered either by acceptance or by a refusal with a one-line message; a
+ * crash, a hang, a silent refusal or (under ASan) a leak fails the test and keeps the input
+ * under the test's tmp dir. Under ASan the address-space limit is left out (its shadow memory
+ * reserves terabytes) and the peak resident memory of each input is held to the limit
+ * instead. The inputs committed under tests/data/fuzz/ run first, then the seeds (valid files
+ * trm's writers make, which must be accepted); the four hostile inputs of issue 31 are
+ * answered in under 0.1 s each. Prints a table: target, inputs, accepted, refused, crashes,
+ * hangs, bad answers, worst time, worst memory.
  *   TRM_FUZZ_INPUTS=N (per target), TRM_FUZZ_SEED=S, TRM_FUZZ_TARGETS=a,b: longer or other
  *   runs (bench/fuzz.sh); TRM_FUZZ_KEEP=I,J: those inputs kept to look at; `test_fuzz
  *   --write-corpus DIR`: each target's seeds and regression inputs as files, and its tokens as
@@ -297,7 +298,8 @@ static void child_run(const fz_plan *pl, fz_ctx *c, int64_t from, int64_t to, in
         const char *why = fz_bad_answer(rc, &e);
         if (!why && FZ_ASAN && rec.mib > MEM_LIMIT_MIB) why = "peak memory over the limit";
         if (!why && rc && i >= pl->regress.n && i < pl->regress.n + pl->seeds.n) why = "a seed refused: ";
-        snprintf(rec.bad, sizeof rec.bad, "%.60s%.150s", why ? why : "", why && !strcmp(why, "a seed refused: ") ? e.msg : "");
+        int seed_refused = why && !strcmp(why, "a seed refused: ");
+        snprintf(rec.bad, sizeof rec.bad, "%.60s%.150s", why ? why : "", seed_refused ? e.msg : "");
         put_record(fd, &rec);
     }
     free(in.p);
@@ -311,7 +313,8 @@ static void save_failure(const fz_plan *pl, int64_t idx, const char *what) {
     fz_input in = {NULL, 0};
     make_input(pl, idx, &in);
     trm_err e;
-    char *dir = xasprintf("%s/failures", TMP_DIR), *path = xasprintf("%s/%s-%lld.bin", dir, pl->t->name, (long long)idx);
+    char *dir = xasprintf("%s/failures", TMP_DIR);
+    char *path = xasprintf("%s/%s-%lld.bin", dir, pl->t->name, (long long)idx);
     FILE *f = trm_mkdirs(dir, &e) == 0 ? fopen(path, "wb") : NULL;
     if (f) {
         if (in.n) fwrite(in.p, 1, in.n, f);
@@ -617,7 +620,8 @@ START_TEST(issue_checkpoint_without_one_crc) {
     expect_quick_refusal(rc, trm_now_seconds() - t0, &e, path, "tensor 'b' has no crc32 entry");
     /* a file from elsewhere without any checksum is still read */
     char *foreign = tmp_path("foreign.safetensors");
-    write_st(foreign, "{\"__metadata__\":{\"format\":\"pt\"},\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}");
+    write_st(foreign, "{\"__metadata__\":{\"format\":\"pt\"},"
+                      "\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}");
     ck_assert_msg(st_open(&f, foreign, &e) == 0, "%s", e.msg);
     ck_assert_int_eq(st_count_checksums(&f), 0);
     st_close(&f);

@@ -263,7 +263,8 @@ static int pk_seeds(fz_ctx *c, fz_corpus *out, trm_err *e) {
             const unsigned char *d;
             void *owned;
             size_t l = strlen(z.ents[i].name);
-            if (l < 8 || strcmp(z.ents[i].name + l - 8, "data.pkl") || zip_member(&z, &z.ents[i], &d, &owned, e)) continue;
+            if (l < 8 || strcmp(z.ents[i].name + l - 8, "data.pkl")) continue;
+            if (zip_member(&z, &z.ents[i], &d, &owned, e)) continue;
             fz_corpus_add(out, d, (size_t)z.ents[i].usize);
             free(owned);
         }
@@ -338,7 +339,8 @@ static int npy_run(fz_ctx *c, const uint8_t *d, size_t n, trm_err *e) {
 static int npy_region(const uint8_t *d, size_t n, size_t *off, size_t *len) {
     if (n < 10 || memcmp(d, "\x93NUMPY", 6)) return -1;
     *off = d[6] == 1 ? 10 : 12;
-    size_t l = d[6] == 1 ? ((size_t)d[8] | (size_t)d[9] << 8) : n >= 12 ? ((size_t)d[8] | (size_t)d[9] << 8 | (size_t)d[10] << 16 | (size_t)d[11] << 24) : n;
+    size_t l = (size_t)d[8] | (size_t)d[9] << 8;
+    if (d[6] != 1) l = n >= 12 ? l | (size_t)d[10] << 16 | (size_t)d[11] << 24 : n;
     if (*off > n || l > n - *off) return -1;
     *len = l;
     return 0;
@@ -430,7 +432,8 @@ static const fz_token cfg_dict[] = {
 
 static int ds_setup(fz_ctx *c, trm_err *e) {
     char *out = trm_path_join(c->dir, "ds");
-    trm_sudoku4_opts o = {.out = out, .n_train = 6, .n_test = 2, .min_clues = 6, .max_clues = 10, .seed = 1, .force = 1};
+    trm_sudoku4_opts o = {.out = out, .n_train = 6, .n_test = 2, .min_clues = 6, .max_clues = 10, .seed = 1,
+                          .force = 1};
     int rc = trm_build_sudoku4(&o, e);
     free(c->file);
     c->file = trm_path_join(out, "train/dataset.json");

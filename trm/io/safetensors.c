@@ -409,7 +409,8 @@ static int verify_checksums(const char *path, const st_file *f, trm_err *e) {
     unsigned char *seen = xcalloc((size_t)f->ntensors + 1, 1);
     int rc = 0;
     for (int i = 0; i < f->nmeta && !rc; i++)
-        if (strncmp(f->meta[i].key, ST_CRC_PREFIX, strlen(ST_CRC_PREFIX)) == 0) rc = verify_one(path, f, &f->meta[i], seen, e);
+        if (strncmp(f->meta[i].key, ST_CRC_PREFIX, strlen(ST_CRC_PREFIX)) == 0)
+            rc = verify_one(path, f, &f->meta[i], seen, e);
     const char *fmt = st_meta_get(f, "format");
     for (int i = 0; i < f->ntensors && !rc && fmt && !strncmp(fmt, "trm-", 4); i++)
         if (!seen[i])

@@ -98,7 +98,8 @@ static int copy_view(st_file *f, storage_cache *c, const pk_tensor *t, const uns
                         path, t->name, c->storage_bytes, PT_MAX_EXPANDED >> 20);
     void *g = gather(t, base, es, numel);
     if (!g)
-        return trm_errf(e, "%s: tensor '%s': cannot allocate %" PRIu64 " bytes for its strided view", path, t->name, bytes);
+        return trm_errf(e, "%s: tensor '%s': cannot allocate %" PRIu64 " bytes for its strided view", path, t->name,
+                        bytes);
     c->copied += bytes;
     own(f, g);
     s->data = g;
@@ -133,7 +134,7 @@ static int fill_tensors(st_file *f, const zip_reader *z, const char *prefix, con
         }
         s->nbytes = numel * es;
         if (numel == 0) s->data = base;
-        else if (is_contiguous(t)) s->data = base + (size_t)t->offset * es; /* in the storage: the pickle reader checked */
+        else if (is_contiguous(t)) s->data = base + (size_t)t->offset * es; /* in the storage: pickle.c checked */
         else rc = copy_view(f, &cache, t, base, numel, s, path, e);
     }
     free(cache.data);

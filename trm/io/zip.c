@@ -160,7 +160,8 @@ static int index_names(zip_reader *z, trm_err *e) {
     qsort(s, (size_t)z->n, sizeof *s, cmp_names);
     z->by_name = s;
     for (int i = 1; i < z->n; i++)
-        if (!strcmp(s[i - 1]->name, s[i]->name)) return trm_errf(e, "%s: member '%s' appears twice", z->path, s[i]->name);
+        if (!strcmp(s[i - 1]->name, s[i]->name))
+            return trm_errf(e, "%s: member '%s' appears twice", z->path, s[i]->name);
     return 0;
 }
 
