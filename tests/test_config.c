@@ -193,13 +193,13 @@ START_TEST(test_yaml_errors_have_locations) {
     char deep[2001];
     memset(deep, '[', 2000);
     deep[2000] = 0;
-    ASSERT_HAS(parse_err(deep, &e), "nesting too deep");
+    ASSERT_HAS(parse_err(deep, &e), "t.yaml:1:129: maps and lists nest deeper than 128 levels (the limit)");
     /* exponential alias expansion is refused, not attempted */
     const char *laughs = "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
                          "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
                          "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
                          "g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]\nh: [*g, *g, *g, *g, *g, *g, *g, *g, *g, *g]\n";
-    ASSERT_HAS(parse_err(laughs, &e), "too many nodes");
+    ASSERT_HAS(parse_err(laughs, &e), "(the limit for one value is 1 MiB)");
 }
 END_TEST
 
@@ -925,6 +925,109 @@ START_TEST(test_mutations_never_crash) {
 }
 END_TEST
 
+/* ---- limits: hostile configs cost bounded time and memory (issue 31) ---------------------------- */
+
+static char *resolve_err(const char *text, trm_err *e) {
+    cfg_node *n = cfg_parse(text, strlen(text), "t.yaml", e);
+    ck_assert_msg(n != NULL, "parse failed: %s", e->msg);
+    int rc = cfg_resolve(n, e);
+    cfg_free(n);
+    ck_assert_msg(rc != 0, "expected resolution to fail");
+    return e->msg;
+}
+
+START_TEST(test_limits_interpolation) {
+    trm_err e;
+    trm_sbuf b = {0};
+    /* each value twice the one before: refused at the first past 1 MiB, before making it */
+    sb_puts(&b, "i0: xxxxxxxx\n");
+    for (int i = 1; i < 40; i++) sb_printf(&b, "i%d: ${i%d}${i%d}\n", i, i - 1, i - 1);
+    double t0 = trm_now_seconds();
+    ck_assert_str_eq(resolve_err(b.p, &e), "t.yaml:19: i18: interpolation makes this value longer than 1 MiB (the limit)");
+    ck_assert(trm_now_seconds() - t0 < 1.0);
+    free(b.p);
+    /* values within 1 MiB each, 100 MiB in all */
+    b = (trm_sbuf){0};
+    sb_puts(&b, "base: ");
+    for (int i = 0; i < 512 * 1024; i++) sb_putc(&b, 'x');
+    sb_putc(&b, '\n');
+    for (int i = 0; i < 200; i++) sb_printf(&b, "v%d: ${base}\n", i);
+    ASSERT_HAS(resolve_err(b.p, &e), "interpolations of the config make more than 64 MiB (the limit)");
+    free(b.p);
+}
+END_TEST
+
+START_TEST(test_limits_aliases) {
+    trm_err e;
+    trm_sbuf b = {0};
+    sb_puts(&b, "a: &a ");
+    for (int i = 0; i < 900 * 1024; i++) sb_putc(&b, 'x');
+    sb_puts(&b, "\n");
+    for (int i = 0; i < 100; i++) sb_printf(&b, "c%d: *a\n", i);
+    ASSERT_HAS(parse_err(b.p, &e), "aliases copy more than 200000 nodes or 64 MiB in all (the limits)");
+    free(b.p);
+}
+END_TEST
+
+/* Wide maps and long references: linear, not quadratic (a reference of 50,000 parts once took
+ * seconds; 50,000 references to the last of 100,000 keys, minutes). */
+START_TEST(test_limits_linear_time) {
+    trm_err e;
+    trm_sbuf b = {0};
+    sb_puts(&b, "a: [1]\nb: ${a");
+    for (int i = 0; i < 50000; i++) sb_puts(&b, ".x");
+    sb_puts(&b, "}\n");
+    double t0 = trm_now_seconds();
+    ASSERT_HAS(resolve_err(b.p, &e), "which does not exist");
+    ck_assert_msg(trm_now_seconds() - t0 < 2.0, "%.2f s", trm_now_seconds() - t0);
+    free(b.p);
+    b = (trm_sbuf){0};
+    sb_puts(&b, "m:\n");
+    for (int i = 0; i < 100000; i++) sb_printf(&b, "  k%d: %d\n", i, i);
+    for (int i = 0; i < 50000; i++) sb_printf(&b, "r%d: ${m.k99999}\n", i);
+    t0 = trm_now_seconds();
+    cfg_node *n = parse(b.p);
+    ck_assert_int_eq(cfg_resolve(n, &e), 0);
+    ck_assert_int_eq(get_int(n, "r49999"), 99999);
+    cfg_free(n);
+    ck_assert_msg(trm_now_seconds() - t0 < 10.0, "%.2f s", trm_now_seconds() - t0);
+    free(b.p);
+    /* 50,000 anchors, then 50,000 aliases of the first */
+    b = (trm_sbuf){0};
+    for (int i = 0; i < 50000; i++) sb_printf(&b, "a%d: &x%d %d\n", i, i, i);
+    for (int i = 0; i < 50000; i++) sb_printf(&b, "b%d: *x0\n", i);
+    t0 = trm_now_seconds();
+    n = parse(b.p);
+    ck_assert_int_eq(get_int(n, "b49999"), 0);
+    cfg_free(n);
+    ck_assert_msg(trm_now_seconds() - t0 < 10.0, "%.2f s", trm_now_seconds() - t0);
+    free(b.p);
+    /* a file of 60,000 keys over its defaults' 60,000, half of them the same */
+    char *d = scratch("wide");
+    b = (trm_sbuf){0};
+    for (int i = 0; i < 60000; i++) sb_printf(&b, "k%d: %d\n", i, i);
+    wfile(d, "base.yaml", b.p);
+    free(b.p);
+    b = (trm_sbuf){0};
+    sb_puts(&b, "defaults:\n  - base\n  - _self_\n");
+    for (int i = 30000; i < 90000; i++) sb_printf(&b, "k%d: %d\n", i, -i);
+    wfile(d, "top.yaml", b.p);
+    free(b.p);
+    const char *dirs[1] = {d};
+    cfg_search s = {dirs, 1, 0, NULL};
+    t0 = trm_now_seconds();
+    n = compose(&s, "top", NULL);
+    ck_assert_int_eq(n->n, 90000);
+    ck_assert_int_eq(get_int(n, "k29999"), 29999);
+    ck_assert_int_eq(get_int(n, "k30000"), -30000);
+    ck_assert_int_eq(get_int(n, "k89999"), -89999);
+    ck_assert_int_eq(key_pos(n, "k30000"), 30000); /* a replaced key keeps its place */
+    cfg_free(n);
+    ck_assert_msg(trm_now_seconds() - t0 < 10.0, "%.2f s", trm_now_seconds() - t0);
+    free(d);
+}
+END_TEST
+
 static Suite *config_suite(void) {
     Suite *s = suite_create("config");
     TCase *t = tcase_create("parse");
@@ -964,6 +1067,9 @@ static Suite *config_suite(void) {
     suite_add_tcase(s, t);
     t = tcase_create("robustness");
     tcase_add_test(t, test_mutations_never_crash);
+    tcase_add_test(t, test_limits_interpolation);
+    tcase_add_test(t, test_limits_aliases);
+    tcase_add_test(t, test_limits_linear_time);
     tcase_set_timeout(t, 120);
     suite_add_tcase(s, t);
     return s;

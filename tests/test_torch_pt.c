@@ -318,6 +318,22 @@ START_TEST(files_refused_with_a_message) {
     ck_assert_int_eq(tensor_file_open(&f, p, &e), -1);
     ck_assert_ptr_nonnull(strstr(e.msg, "big-endian"));
     free(p);
+    /* two tensors of one storage, the second saying it is 100 elements long: its view would
+     * reach past the member's 16 bytes (each tensor's claim is checked, not only the first's) */
+    int64_t sh100[1] = {100};
+    pk_wtensor two[2] = {{"a", ST_F32, 1, sh, "0"}, {"b", ST_F32, 1, sh100, "0"}};
+    size_t plen2;
+    unsigned char *pkl2 = pk_write_tensors(two, 2, 1, &plen2);
+    zip_writer_init(&w);
+    zip_writer_add(&w, "s/data.pkl", pkl2, plen2);
+    zip_writer_add(&w, "s/data/0", v, 16);
+    p = tmp_path("shared_storage_claims.pt");
+    ck_assert_int_eq(zip_writer_save(&w, p, &e), 0);
+    zip_writer_free(&w);
+    ck_assert_int_eq(tensor_file_open(&f, p, &e), -1);
+    ck_assert_msg(strstr(e.msg, "tensor 'b': storage data/0 has 16 bytes, not 100 elements of F32"), "%s", e.msg);
+    free(p);
+    free(pkl2);
     free(pkl);
     st_writer_free(&sw);
 }

@@ -123,10 +123,12 @@ static void print_metadata(const st_file *f) {
         printf(": ");
         print_meta_value(kv[i]->value, 4 + (kc < INSPECT_WIDTH / 2 ? kc : INSPECT_WIDTH / 2) + 2);
     }
-    if (ncrc)
+    if (ncrc && ncrc < f->ntensors)
+        printf("    crc32: verified for %d of %d tensors\n", ncrc, f->ntensors);
+    else if (ncrc)
         printf("    crc32: verified for %d tensors\n", ncrc);
     else if (n)
-        printf("    crc32: none (checksums not verified)\n");
+        printf("    crc32: none (no checksums: the data is not verified)\n");
     free(kv);
 }
 

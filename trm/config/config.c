@@ -41,7 +41,7 @@ static cfg_node *compose_primary(compose_ctx *c, const char *name) {
     int is_path = ends_with(name, ".yaml") || ends_with(name, ".yml");
     if (is_path && trm_file_exists(name)) {
         size_t len;
-        char *text = trm_read_file(name, &len, c->e);
+        char *text = trm_read_file_max(name, CFG_MAX_FILE_BYTES, &len, c->e);
         if (!text) return NULL;
         cfg_node *r = load_text(c, text, len, name, "");
         free(text);
@@ -146,6 +146,7 @@ cfg_node *cfg_compose_over(const cfg_search *search, const char *cfg_name, cfg_n
     ctx_free(&c);
     free(dirs);
     free(pdir);
+    if (!root) trm_err_oneline(e); /* messages quote values, which may span lines */
     return root;
 }
 
@@ -154,16 +155,16 @@ cfg_node *cfg_from_stored(const char *owner, const char *text, const cfg_search 
     char *name = xasprintf("%s (stored config)", owner);
     cfg_node *cfg = cfg_parse(text, strlen(text), name, e);
     free(name);
-    if (!cfg) return NULL;
+    if (!cfg) return trm_err_oneline(e), NULL;
     cfg_coerce_floats(cfg, search->float_keys);
     for (int i = 0; i < noverrides; i++)
         if (cfg_apply_override(cfg, search, overrides[i], e)) {
             cfg_free(cfg);
-            return NULL;
+            return trm_err_oneline(e), NULL;
         }
     if (cfg_resolve(cfg, e)) {
         cfg_free(cfg);
-        return NULL;
+        return trm_err_oneline(e), NULL; /* messages quote values, which may span lines */
     }
     return cfg;
 }

@@ -35,8 +35,24 @@ typedef struct {
     const char *const *float_keys;
 } cfg_search;
 
-/* Parses YAML text (also JSON) into a tree; `name` is used in error messages (file:line:col). */
+/* What one text may make, so that a hostile file costs bounded time and memory: nesting of
+ * maps and lists (JSON and YAML alike), the bytes one value made by aliases or interpolation
+ * may hold, and those of all such values of one config. */
+#define CFG_MAX_NEST 128
+#define CFG_MAX_VALUE_BYTES ((size_t)1 << 20)
+#define CFG_MAX_EXPANDED_BYTES ((size_t)64 << 20)
+#define CFG_MAX_FILE_BYTES ((size_t)64 << 20) /* a config file read from disk */
+
+/* Parses YAML text (also JSON) into a tree; `name` is used in error messages (file:line:col).
+ * Nesting deeper than CFG_MAX_NEST and aliases that copy more than the limits above are
+ * errors that name the limit. */
 cfg_node *cfg_parse(const char *text, size_t len, const char *name, trm_err *e);
+/* Walks the YAML/JSON events of text without building anything, in time linear in len, and
+ * fails (naming `name`, the limit and where it was passed) when maps and lists nest deeper
+ * than max_depth or the text holds more than max_values values: for readers that then build
+ * the whole document at once (libyaml's loader has no limits of its own). Text that is not
+ * valid YAML passes: the parser that follows stops at the same place and says why. */
+int cfg_check_limits(const char *text, size_t len, const char *name, int max_depth, size_t max_values, trm_err *e);
 /* Loads NAME (cfg name like "cfg_pretrain", "arch/trm", or a path to a .yaml file),
  * composes its `defaults:` list and applies overrides ("a.b=v", "+k=v", "++k=v", "~k",
  * "arch=NAME", "cfg=NAME" is handled by the caller), then resolves interpolations. */

@@ -8,12 +8,50 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Merges src's keys into the map dst (recursively for map-onto-map); consumes src. */
+typedef struct {
+    const char *key;
+    int idx;
+} keyed;
+
+static int keyed_cmp(const void *a, const void *b) {
+    return strcmp(((const keyed *)a)->key, ((const keyed *)b)->key);
+}
+
+/* dst's keys sorted, for merging a big map in n log n rather than n * m (NULL when small). */
+static keyed *sorted_keys(const cfg_node *dst, const cfg_node *src) {
+    if ((size_t)dst->n * (size_t)src->n < 4096) return NULL; /* a scan is cheaper */
+    keyed *k = xmalloc((size_t)dst->n * sizeof *k);
+    for (int i = 0; i < dst->n; i++) k[i] = (keyed){dst->items[i]->key, i};
+    qsort(k, (size_t)dst->n, sizeof *k, keyed_cmp);
+    return k;
+}
+
+/* Where src's key is in dst (the first of dst's keys before the merge), or -1; *entry: its
+ * place in sorted, whose key must follow a replaced child's. */
+static int find_key(const cfg_node *dst, keyed *sorted, int nsorted, const char *key, keyed **entry) {
+    *entry = NULL;
+    if (!sorted) {
+        for (int i = 0; i < nsorted; i++)
+            if (!strcmp(dst->items[i]->key, key)) return i;
+        return -1;
+    }
+    const keyed want = {key, 0};
+    keyed *hit = bsearch(&want, sorted, (size_t)nsorted, sizeof *sorted, keyed_cmp);
+    while (hit && hit > sorted && !strcmp(hit[-1].key, key)) hit--; /* the first, as map_index */
+    *entry = hit;
+    return hit ? hit->idx : -1;
+}
+
+/* Merges src's keys into the map dst (recursively for map-onto-map); consumes src. src's keys
+ * are distinct (the parser and the overrides see to that), so keys new to dst never meet each
+ * other and dst's keys before the merge are all a key of src can match. */
 void merge_into(cfg_node *dst, cfg_node *src) {
+    int nsorted = dst->n;
+    keyed *sorted = sorted_keys(dst, src), *entry;
     for (int i = 0; i < src->n; i++) {
         cfg_node *c = src->items[i];
         src->items[i] = NULL;
-        int j = map_index(dst, c->key);
+        int j = find_key(dst, sorted, nsorted, c->key, &entry);
         if (j < 0)
             node_push(dst, c);
         else if (dst->items[j]->type == CFG_MAP && c->type == CFG_MAP)
@@ -21,8 +59,10 @@ void merge_into(cfg_node *dst, cfg_node *src) {
         else {
             cfg_free(dst->items[j]);
             dst->items[j] = c;
+            if (entry) entry->key = c->key; /* the old key was freed with its node */
         }
     }
+    free(sorted);
     src->n = 0;
     cfg_free(src);
 }
@@ -180,6 +220,11 @@ cfg_node *load_text(compose_ctx *c, const char *text, size_t len, const char *di
         }
     if (c->depth == CFG_MAX_DEFAULTS_DEPTH) {
         trm_errf(c->e, "%s: defaults nested too deeply", disp);
+        return NULL;
+    }
+    if (++c->nloads > CFG_MAX_DEFAULTS_LOADS) {
+        trm_errf(c->e, "%s: composing the config loads more than %d files (the limit; do defaults lists name "
+                       "the same configs again and again?)", disp, CFG_MAX_DEFAULTS_LOADS);
         return NULL;
     }
     cfg_node *own = cfg_parse(text, len, disp, c->e);

@@ -5,11 +5,15 @@
 #define TRM_CONFIG_INTERNAL_H
 #include "config.h"
 
-#define CFG_MAX_DEPTH 200         /* nesting limit: hostile input must not blow the stack */
+#define CFG_MAX_DEPTH 200         /* interpolation chains and override values: the stack's limit */
+#define CFG_MAX_DEFAULTS_LOADS 1000 /* config files one composition loads: defaults lists that
+                                     * name the same files again fan out exponentially */
 #define CFG_MAX_DEFAULTS_DEPTH 32 /* defaults chains deeper than this are surely cycles */
 #define CMDLINE "<command line>"
 
 /* config_node.c: the tree and dotted paths */
+/* Bytes a node and its subtree hold (nodes, keys, strings): what a copy of it costs. */
+size_t node_bytes(const cfg_node *n);
 void node_clear(cfg_node *n);
 void node_push(cfg_node *parent, cfg_node *child);
 void node_set_pos(cfg_node *n, const char *file, int line, int col);
@@ -67,6 +71,7 @@ typedef struct {
     int nchoices;
     char *stack[CFG_MAX_DEFAULTS_DEPTH];
     int depth;
+    int nloads; /* files loaded so far (CFG_MAX_DEFAULTS_LOADS) */
     trm_err *e;
 } compose_ctx;
 

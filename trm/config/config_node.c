@@ -109,6 +109,14 @@ size_t node_count(const cfg_node *n) {
     return c;
 }
 
+/* With malloc's own overhead (~16 bytes a block), so that the count is what memory holds. */
+size_t node_bytes(const cfg_node *n) {
+    size_t b = sizeof *n + 16 + (n->key ? strlen(n->key) + 17 : 0) + (n->s ? strlen(n->s) + 17 : 0) +
+               (n->file ? strlen(n->file) + 17 : 0) + (size_t)n->cap * sizeof *n->items;
+    for (int i = 0; i < n->n; i++) b += node_bytes(n->items[i]);
+    return b;
+}
+
 int is_scalar(const cfg_node *n) { return n->type != CFG_LIST && n->type != CFG_MAP; }
 
 int cfg_equal(const cfg_node *a, const cfg_node *b) {

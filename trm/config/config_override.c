@@ -220,7 +220,7 @@ int is_group_choice(const cfg_search *s, const ov_parsed *o) {
 
 int cfg_apply_override(cfg_node *root, const cfg_search *search, const char *ov, trm_err *e) {
     ov_parsed o;
-    if (ov_split(ov, &o, e)) return -1;
+    if (ov_split(ov, &o, e)) return trm_err_oneline(e);
     int n, rc;
     char **comps = split_dotted(o.key, &n);
     if (root->type != CFG_MAP) {
@@ -240,5 +240,5 @@ int cfg_apply_override(cfg_node *root, const cfg_search *search, const char *ov,
     }
     free_strv(comps, n);
     free(o.key);
-    return rc;
+    return rc ? trm_err_oneline(e) : 0; /* messages quote values, which may span lines */
 }

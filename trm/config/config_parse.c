@@ -1,15 +1,18 @@
 /* config_parse.c — YAML (and JSON) text to a cfg_node tree through libyaml's event parser.
  * Every node keeps the file:line:col it came from; anchors and aliases expand within limits
- * (depth, node count) so that hostile input cannot exhaust the stack or memory; a duplicate
- * key is an error. */
+ * (nesting, node count, bytes copied per alias and in all) so that hostile input cannot
+ * exhaust the stack, the memory or the time; a duplicate key is an error. Also the limits
+ * pre-pass (cfg_check_limits) for readers that load a whole JSON document with libyaml. */
 
 #include "config_internal.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
 
 #define CFG_MAX_ALIASED 200000    /* nodes copied by aliases ("billion laughs") */
+#define MIB(x) ((double)(x) / 1048576.0)
 
 typedef struct {
     char *name;
@@ -23,7 +26,8 @@ typedef struct {
     size_t len;
     yanchor *anchors;
     int nanchors, capanchors;
-    size_t aliased;
+    size_t aliased;       /* nodes copied by aliases so far */
+    size_t aliased_bytes; /* and their bytes */
     trm_err *e;
 } yparse;
 
@@ -55,14 +59,30 @@ static int y_errf(yparse *y, const yaml_event_t *ev, const char *what) {
                     ev->start_mark.column + 1, what);
 }
 
+/* Anchors by name in an open-addressing table (at most half full), so that a file of many
+ * anchors and aliases costs linear time; a name anchored again takes the later node, as YAML
+ * says. */
+static yanchor *y_anchor_slot(const yparse *y, const char *name) {
+    uint64_t h = 1469598103934665603ull;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * 1099511628211ull;
+    size_t i = (size_t)(h ^ h >> 29) & (size_t)(y->capanchors - 1);
+    while (y->anchors[i].name && strcmp(y->anchors[i].name, name)) i = (i + 1) & (size_t)(y->capanchors - 1);
+    return &y->anchors[i];
+}
+
 static void y_add_anchor(yparse *y, const yaml_char_t *name, const cfg_node *n) {
     if (!name) return;
-    if (y->nanchors == y->capanchors) {
-        y->capanchors = y->capanchors ? 2 * y->capanchors : 8;
-        y->anchors = xrealloc(y->anchors, (size_t)y->capanchors * sizeof *y->anchors);
+    if (2 * (y->nanchors + 1) > y->capanchors) {
+        yparse old = *y;
+        y->capanchors = old.capanchors ? 2 * old.capanchors : 16;
+        y->anchors = xcalloc((size_t)y->capanchors, sizeof *y->anchors);
+        for (int i = 0; i < old.capanchors; i++)
+            if (old.anchors[i].name) *y_anchor_slot(y, old.anchors[i].name) = old.anchors[i];
+        free(old.anchors);
     }
-    y->anchors[y->nanchors].name = xstrdup((const char *)name);
-    y->anchors[y->nanchors++].node = n;
+    yanchor *a = y_anchor_slot(y, (const char *)name);
+    if (!a->name) a->name = xstrdup((const char *)name), y->nanchors++;
+    a->node = n;
 }
 
 static cfg_node *y_scalar(const yaml_event_t *ev) {
@@ -144,10 +164,47 @@ static int y_map(yparse *y, cfg_node *n, int depth) {
     }
 }
 
+/* A copy of the anchored node an alias names, within the limits: the node count, and the
+ * bytes of one copy and of all copies, measured before anything is copied. */
+static cfg_node *y_alias(yparse *y, const yaml_event_t *ev) {
+    const char *name = (const char *)ev->data.alias.anchor;
+    const cfg_node *a = NULL;
+    if (y->capanchors) a = y_anchor_slot(y, name)->node;
+    if (!a) {
+        y_errf(y, ev, "unknown alias");
+        return NULL;
+    }
+    char msg[200];
+    size_t bytes = node_bytes(a);
+    if (bytes > CFG_MAX_VALUE_BYTES) {
+        snprintf(msg, sizeof msg, "alias *%.40s copies %.1f MiB (the limit for one value is %.0f MiB)", name,
+                 MIB(bytes), MIB(CFG_MAX_VALUE_BYTES));
+        y_errf(y, ev, msg);
+        return NULL;
+    }
+    if ((y->aliased += node_count(a)) > CFG_MAX_ALIASED ||
+        (y->aliased_bytes += bytes) > CFG_MAX_EXPANDED_BYTES) {
+        snprintf(msg, sizeof msg, "aliases copy more than %d nodes or %.0f MiB in all (the limits)",
+                 CFG_MAX_ALIASED, MIB(CFG_MAX_EXPANDED_BYTES));
+        y_errf(y, ev, msg);
+        return NULL;
+    }
+    cfg_node *n = cfg_clone(a);
+    free(n->key);
+    n->key = NULL;
+    return n;
+}
+
+static int nest_err(trm_err *e, const char *file, const yaml_event_t *ev, int limit) {
+    return trm_errf(e, "%s:%zu:%zu: maps and lists nest deeper than %d levels (the limit)", file,
+                    ev->start_mark.line + 1, ev->start_mark.column + 1, limit);
+}
+
 /* Consumes *ev (the node's first event) and the events of the node's children. */
 static cfg_node *y_node(yparse *y, yaml_event_t *ev, int depth) {
-    if (depth > CFG_MAX_DEPTH) {
-        y_errf(y, ev, "nesting too deep");
+    if (depth >= CFG_MAX_NEST &&
+        (ev->type == YAML_SEQUENCE_START_EVENT || ev->type == YAML_MAPPING_START_EVENT)) {
+        nest_err(y->e, y->file, ev, CFG_MAX_NEST);
         yaml_event_delete(ev);
         return NULL;
     }
@@ -161,21 +218,11 @@ static cfg_node *y_node(yparse *y, yaml_event_t *ev, int depth) {
         if (ev->data.scalar.anchor) anchor = xstrdup((const char *)ev->data.scalar.anchor);
         yaml_event_delete(ev);
         break;
-    case YAML_ALIAS_EVENT: {
-        const char *name = (const char *)ev->data.alias.anchor;
-        for (int i = y->nanchors - 1; i >= 0 && !n; i--)
-            if (!strcmp(y->anchors[i].name, name)) {
-                if ((y->aliased += node_count(y->anchors[i].node)) > CFG_MAX_ALIASED) break;
-                n = cfg_clone(y->anchors[i].node);
-                free(n->key);
-                n->key = NULL;
-            }
-        if (!n) y_errf(y, ev, y->aliased > CFG_MAX_ALIASED ? "too many nodes (alias expansion)"
-                                                           : "unknown alias");
+    case YAML_ALIAS_EVENT:
+        n = y_alias(y, ev);
         yaml_event_delete(ev);
         if (!n) return NULL;
         break;
-    }
     case YAML_SEQUENCE_START_EVENT:
     case YAML_MAPPING_START_EVENT: {
         int is_seq = ev->type == YAML_SEQUENCE_START_EVENT;
@@ -249,8 +296,63 @@ cfg_node *cfg_parse(const char *text, size_t len, const char *name, trm_err *e) 
     }
     yaml_parser_set_input_string(&y.p, (const unsigned char *)text, len);
     cfg_node *root = y_document(&y);
+    if (!root) trm_err_oneline(e); /* messages quote the text */
     yaml_parser_delete(&y.p);
-    for (int i = 0; i < y.nanchors; i++) free(y.anchors[i].name);
+    for (int i = 0; i < y.capanchors; i++) free(y.anchors[i].name);
     free(y.anchors);
     return root;
+}
+
+/* ---- limits pre-pass ------------------------------------------------------------------------- */
+
+static int count_value(yparse *y, const yaml_event_t *ev, size_t max_values, size_t *values) {
+    if (++*values <= max_values) return 0;
+    return trm_errf(y->e, "%s:%zu:%zu: more than %zu values (the limit)", y->file, ev->start_mark.line + 1,
+                    ev->start_mark.column + 1, max_values);
+}
+
+/* One event of the pre-pass: 1 at the end of the stream, 0 to go on, -1 on an error (a limit,
+ * or a syntax error when the parser says so). */
+static int limits_event(yparse *y, int max_depth, size_t max_values, int *depth, size_t *values) {
+    yaml_event_t ev;
+    if (y_next(y, &ev)) return -1;
+    int rc = 0;
+    switch (ev.type) {
+    case YAML_STREAM_END_EVENT: rc = 1; break;
+    case YAML_SEQUENCE_START_EVENT:
+    case YAML_MAPPING_START_EVENT:
+        if (++*depth > max_depth) rc = nest_err(y->e, y->file, &ev, max_depth);
+        else rc = count_value(y, &ev, max_values, values);
+        break;
+    case YAML_SCALAR_EVENT:
+    case YAML_ALIAS_EVENT: rc = count_value(y, &ev, max_values, values); break;
+    case YAML_SEQUENCE_END_EVENT:
+    case YAML_MAPPING_END_EVENT: --*depth; break;
+    default: break;
+    }
+    yaml_event_delete(&ev);
+    return rc;
+}
+
+int cfg_check_limits(const char *text, size_t len, const char *name, int max_depth, size_t max_values, trm_err *e) {
+    yparse y;
+    trm_err msg; /* kept only for a limit: a syntax error is the caller's parser's to report */
+    memset(&y, 0, sizeof y);
+    y.file = name ? name : "<string>";
+    y.text = text;
+    y.len = len;
+    y.e = &msg;
+    if (!yaml_parser_initialize(&y.p)) return trm_errf(e, "%s: cannot initialise the YAML parser", y.file);
+    yaml_parser_set_input_string(&y.p, (const unsigned char *)text, len);
+    /* Stopping at the first collection past the limit also bounds libyaml's own work: its
+     * scanner's cost per token grows with the nesting it holds open. */
+    int depth = 0, rc = 0;
+    size_t values = 0;
+    while ((rc = limits_event(&y, max_depth, max_values, &depth, &values)) == 0) {
+    }
+    int syntax_error = y.p.error != YAML_NO_ERROR;
+    yaml_parser_delete(&y.p);
+    if (rc > 0 || syntax_error) return 0;
+    if (e) memcpy(e->msg, msg.msg, sizeof e->msg);
+    return -1;
 }

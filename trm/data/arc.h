@@ -12,6 +12,7 @@
 #define ARC_MAX_GRID 30
 #define ARC_SEQ_LEN (ARC_MAX_GRID * ARC_MAX_GRID)
 #define ARC_SEP "|||"
+#define ARC_MAX_JSON_BYTES ((size_t)256 << 20) /* an ARC JSON file (ARC-AGI's are a few MB) */
 
 typedef struct {
     int rows, cols;           /* 0..30 each */

@@ -61,7 +61,7 @@ static cfg_node *load_json(const char *dir, const char *file, int optional, trm_
         return NULL;
     }
     size_t len;
-    char *text = trm_read_file(path, &len, e);
+    char *text = trm_read_file_max(path, ARC_MAX_JSON_BYTES, &len, e);
     if (text) root = cfg_parse(text, len, path, e);
     free(text);
     free(path);

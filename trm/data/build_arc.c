@@ -52,7 +52,7 @@ typedef struct {
 
 static cfg_node *load_json(const char *path, trm_err *e) {
     size_t len;
-    char *text = trm_read_file(path, &len, e);
+    char *text = trm_read_file_max(path, ARC_MAX_JSON_BYTES, &len, e);
     if (!text) return NULL;
     cfg_node *root = cfg_parse(text, len, path, e);
     free(text);
@@ -111,9 +111,24 @@ static int load_puzzle(arc_puzzle *p, const cfg_node *n, const char *path, trm_e
     return 0;
 }
 
+static int cmp_node_key(const void *a, const void *b) {
+    return strcmp((*(const cfg_node *const *)a)->key, (*(const cfg_node *const *)b)->key);
+}
+
+/* The solutions' entries sorted by puzzle name (keys are distinct: the parser refuses a
+ * repeated one), so that finding each puzzle's costs log n, not n. */
+static const cfg_node **sorted_solutions(const cfg_node *sols) {
+    if (!sols) return NULL;
+    const cfg_node **s = xmalloc(((size_t)sols->n + 1) * sizeof *s);
+    for (int i = 0; i < sols->n; i++) s[i] = sols->items[i];
+    qsort(s, (size_t)sols->n, sizeof *s, cmp_node_key);
+    return s;
+}
+
 /* Fills test outputs from the solutions file (a list of grids per puzzle, one per test
  * input) or, without one, with [[0]] as the reference does. */
-static int apply_solutions(arc_puzzle *p, const cfg_node *sols, const char *spath, trm_err *e) {
+static int apply_solutions(arc_puzzle *p, const cfg_node *sols, const cfg_node **sorted, const char *spath,
+                           trm_err *e) {
     if (!sols) {
         for (int i = 0; i < p->nex; i++)
             if (!p->ex[i].has_out) {
@@ -124,9 +139,9 @@ static int apply_solutions(arc_puzzle *p, const cfg_node *sols, const char *spat
         return 0;
     }
     /* By exact key (cfg_get would split dotted names). */
-    const cfg_node *list = NULL;
-    for (int i = 0; i < sols->n; i++)
-        if (!strcmp(sols->items[i]->key, p->name)) list = sols->items[i];
+    const cfg_node key = {.key = p->name}, *kp = &key;
+    const cfg_node **hit = bsearch(&kp, sorted, (size_t)sols->n, sizeof *sorted, cmp_node_key);
+    const cfg_node *list = hit ? *hit : NULL;
     if (!list) return trm_errf(e, "%s: no solutions for puzzle %s", spath, p->name);
     if (list->type != CFG_LIST) return trm_errf(e, "%s: solutions of puzzle %s are not a list", spath, p->name);
     int t = 0;
@@ -171,6 +186,7 @@ static int load_subset(arc_ctx *c, const char *subset, trm_err *e) {
     if (!rc && trm_file_exists(spath)) rc = (sols = load_json(spath, e)) ? 0 : -1;
     else if (!rc && !o->quiet) fprintf(stderr, "%s solutions not found, filling with dummy\n", subset);
     int first = c->npz, to_test = is_test_subset(o, subset);
+    const cfg_node **sorted = sorted_solutions(sols);
     for (int i = 0; !rc && i < ch->n; i++) {
         c->pz = arc_reserve(c->pz, &c->cappz, c->npz, sizeof *c->pz);
         arc_puzzle *p = &c->pz[c->npz++];
@@ -179,8 +195,9 @@ static int load_subset(arc_ctx *c, const char *subset, trm_err *e) {
         p->file = cpath;
         p->to_test = to_test;
         rc = load_puzzle(p, ch->items[i], cpath, e);
-        if (!rc) rc = apply_solutions(p, sols, spath, e);
+        if (!rc) rc = apply_solutions(p, sols, sorted, spath, e);
     }
+    free(sorted);
     /* The reference shuffles each subset's puzzles before assigning and augmenting them. */
     int n = c->npz - first;
     if (!rc && n > 1) {
@@ -498,6 +515,20 @@ static int check_parts(const arc_ctx *c, trm_err *e) {
     return 0;
 }
 
+int trm_arc_read(const trm_arc_opts *o, trm_err *e) {
+    if (!o->input_file_prefix || o->nsubsets < 1) return trm_errf(e, "--input-file-prefix and --subsets are required");
+    arc_ctx c;
+    memset(&c, 0, sizeof c);
+    c.o = o;
+    trm_rng_init(&c.rng, o->seed, 0);
+    int rc = 0;
+    for (int i = 0; !rc && i < o->nsubsets; i++) rc = load_subset(&c, o->subsets[i], e);
+    if (!rc) rc = check_parts(&c, e);
+    ctx_free(&c);
+    if (rc) trm_err_oneline(e); /* messages quote the files' keys */
+    return rc;
+}
+
 int trm_build_arc(const trm_arc_opts *o, trm_err *e) {
     if (check_opts(o, e)) return -1;
     arc_ctx c;
@@ -509,6 +540,7 @@ int trm_build_arc(const trm_arc_opts *o, trm_err *e) {
     int rc = trm_dw_begin(o->out, o->force, &tmp, e);
     for (int i = 0; !rc && i < o->nsubsets; i++) rc = load_subset(&c, o->subsets[i], e);
     if (!rc) rc = check_parts(&c, e);
+    if (rc) trm_err_oneline(e); /* messages quote the files' keys */
     if (!rc && !o->quiet) fprintf(stderr, "Total puzzles: %d\n", c.npz);
     arc_htab seen;
     arc_htab_init(&seen);

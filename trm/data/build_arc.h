@@ -21,6 +21,9 @@ typedef struct {
 } trm_arc_opts;
 
 int trm_build_arc(const trm_arc_opts *o, trm_err *e);
+/* What trm_build_arc reads, read and checked (every subset's challenges and solutions), and
+ * nothing written: the builder's input on its own, for tests and fuzzing. */
+int trm_arc_read(const trm_arc_opts *o, trm_err *e);
 /* `trm data arc ARGS…` (argv without the builder name). */
 int trm_data_arc(int argc, char **argv, trm_err *e);
 

@@ -150,8 +150,17 @@ static int read_maze_csv(const char *path, int want_n, maze_rows *m, trm_err *e)
     else if (m->rows == 0) rc = trm_errf(e, "%s: no mazes (only a header)", path);
     free(buf);
     free(text);
-    if (rc) maze_rows_free(m);
+    if (rc) maze_rows_free(m), trm_err_oneline(e); /* messages quote the CSV's fields */
     return rc;
+}
+
+int trm_maze_read_csv(const char *path, int64_t *rows, int *side, trm_err *e) {
+    maze_rows m;
+    if (read_maze_csv(path, 0, &m, e)) return -1;
+    *rows = m.rows;
+    *side = m.n;
+    maze_rows_free(&m);
+    return 0;
 }
 
 /* ---- dataset ----------------------------------------------------------------------- */

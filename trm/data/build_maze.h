@@ -19,6 +19,9 @@ typedef struct {
 
 /* Errors in a CSV name FILE:LINE. */
 int trm_build_maze(const trm_maze_build_opts *o, trm_err *e);
+/* Reads and checks one Maze CSV as trm_build_maze does (its mazes and their side), keeping
+ * nothing: the builder's reader on its own, for tests and fuzzing. */
+int trm_maze_read_csv(const char *path, int64_t *rows, int *side, trm_err *e);
 
 typedef struct {
     const char *out;         /* CSV file */

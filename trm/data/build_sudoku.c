@@ -141,7 +141,7 @@ int trm_sudoku_read_csv(const char *path, int has_min, int64_t min_difficulty, t
     }
     if (rc == 0 && len == 0) rc = trm_errf(e, "%s: empty file (expected the header 'source,question,answer,rating')", path);
     free(buf);
-    if (rc) trm_sudoku_rows_free(rows);
+    if (rc) trm_sudoku_rows_free(rows), trm_err_oneline(e); /* messages quote the CSV's fields */
     return rc;
 }
 

@@ -11,7 +11,19 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "config/config.h"
+
 /* ---- dataset.json ------------------------------------------------------------------------ */
+
+/* A dataset.json is a dozen fields (the reference's are under 1 KB); these bound what a
+ * hostile one costs. */
+#define DATASET_JSON_MAX_BYTES ((size_t)16 << 20)
+#define DATASET_JSON_MAX_VALUES ((size_t)1 << 20)
+
+/* Room for element n of an array grown by doubling (capacity: the next power of two). */
+static void *grow_pow2(void *p, int n, size_t elem) {
+    return (n & (n - 1)) == 0 ? xrealloc(p, (size_t)(n ? 2 * n : 1) * elem) : p;
+}
 
 typedef enum { FIELD_SCALAR, FIELD_LIST, FIELD_OTHER } field_kind;
 
@@ -73,7 +85,7 @@ static int read_list(yaml_parser_t *p, json_field *f, const char *path, trm_err 
             return 0;
         }
         if (ev.type == YAML_SCALAR_EVENT) {
-            f->items = xrealloc(f->items, sizeof(char *) * (size_t)(f->nitems + 1));
+            f->items = grow_pow2(f->items, f->nitems, sizeof(char *));
             f->items[f->nitems++] =
                 xstrndup((const char *)ev.data.scalar.value, ev.data.scalar.length);
         } else if (ev.type == YAML_SEQUENCE_START_EVENT || ev.type == YAML_MAPPING_START_EVENT) {
@@ -124,7 +136,7 @@ static int parse_mapping(yaml_parser_t *p, json_doc *d, const char *path, trm_er
             yaml_event_delete(&ev);
             return trm_errf(e, "%s: expected a string key in the top-level object", path);
         }
-        d->f = xrealloc(d->f, sizeof(json_field) * (size_t)(d->n + 1));
+        d->f = grow_pow2(d->f, d->n, sizeof(json_field));
         json_field *f = &d->f[d->n++];
         memset(f, 0, sizeof *f);
         f->key = xstrndup((const char *)ev.data.scalar.value, ev.data.scalar.length);
@@ -212,6 +224,8 @@ static int doc_float(const json_doc *d, const char *path, const char *key, doubl
                     f->kind == FIELD_SCALAR ? f->scalar : "a list/object");
 }
 
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
 /* Set names become file-name prefixes, so they may not leave the split directory. */
 static int doc_sets(const json_doc *d, const char *path, trm_dataset_meta *m, trm_err *e) {
     const json_field *f = doc_get(d, "sets");
@@ -224,12 +238,18 @@ static int doc_sets(const json_doc *d, const char *path, trm_dataset_meta *m, tr
         const char *s = f->items[i];
         if (!s[0] || strchr(s, '/') || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
             return trm_errf(e, "%s:%d: invalid set name '%s'", path, f->line, s);
-        for (int k = 0; k < i; k++)
-            if (strcmp(m->sets[k], s) == 0)
-                return trm_errf(e, "%s:%d: set '%s' is listed twice", path, f->line, s);
         m->sets[i] = xstrdup(s);
     }
-    return 0;
+    /* a repeated name, found in n log n (a hostile file may list a million) */
+    char **sorted = xmalloc((size_t)f->nitems * sizeof *sorted);
+    memcpy(sorted, m->sets, (size_t)f->nitems * sizeof *sorted);
+    qsort(sorted, (size_t)f->nitems, sizeof *sorted, cmp_names);
+    int rc = 0;
+    for (int i = 1; i < f->nitems && !rc; i++)
+        if (strcmp(sorted[i - 1], sorted[i]) == 0)
+            rc = trm_errf(e, "%s:%d: set '%s' is listed twice", path, f->line, sorted[i]);
+    free(sorted);
+    return rc;
 }
 
 static void meta_free(trm_dataset_meta *m) {
@@ -268,10 +288,11 @@ static int check_meta_ranges(const trm_dataset_meta *m, const char *path, trm_er
 static int read_meta(const char *path, trm_dataset_meta *m, int *has_total, trm_err *e) {
     memset(m, 0, sizeof *m);
     size_t len;
-    char *text = trm_read_file(path, &len, e);
+    char *text = trm_read_file_max(path, DATASET_JSON_MAX_BYTES, &len, e);
     if (!text) return -1;
     json_doc d;
-    int rc = parse_json_object(text, len, path, &d, e);
+    int rc = cfg_check_limits(text, len, path, CFG_MAX_NEST, DATASET_JSON_MAX_VALUES, e);
+    if (rc == 0) rc = parse_json_object(text, len, path, &d, e);
     free(text);
     if (rc != 0) return -1;
     int null_ignore = 0;
@@ -524,7 +545,7 @@ int trm_dataset_open(trm_dataset *d, const char *const *paths, int npaths, const
         free(pm[i].json_path);
     }
     free(pm);
-    if (rc != 0) trm_dataset_close(d);
+    if (rc != 0) trm_dataset_close(d), trm_err_oneline(e); /* messages quote dataset.json's values */
     return rc;
 }
 

@@ -257,12 +257,16 @@ static int locate_header(const unsigned char *b, size_t size, const char *path, 
     return 0;
 }
 
+/* The shape must describe the data exactly. The product of the dimensions other than 0 must
+ * fit too: an empty array of shape (0, 2^62, 2^62) holds no bytes, but whoever sizes a buffer
+ * by its other dimensions would overflow. */
 static int check_shape(npy_array *a, const npy_header *h, size_t data_bytes, trm_err *e) {
-    int64_t count = 1;
+    int64_t count = 1, nonzero = 1;
     for (int i = 0; i < h->ndim; i++) {
         a->shape[i] = h->shape[i];
-        if (__builtin_mul_overflow(count, h->shape[i], &count))
-            return trm_errf(e, "%s: .npy shape product overflows", a->path);
+        if (__builtin_mul_overflow(count, h->shape[i], &count) ||
+            (h->shape[i] && __builtin_mul_overflow(nonzero, h->shape[i], &nonzero)))
+            return trm_errf(e, "%s: .npy shape product overflows 64 bits", a->path);
     }
     int64_t bytes;
     if (__builtin_mul_overflow(count, (int64_t)a->itemsize, &bytes))
@@ -302,7 +306,7 @@ int npy_open(npy_array *a, const char *path, int allow_float, trm_err *e) {
     a->path = xstrdup(path);
     if (open_mapped(a, allow_float, e) != 0) {
         npy_close(a);
-        return -1;
+        return trm_err_oneline(e); /* messages quote the header's text */
     }
     return 0;
 }
@@ -315,6 +319,15 @@ void npy_close(npy_array *a) {
 
 /* ---- element access (memcpy: the data offset need not be aligned) -------------------- */
 
+/* A float as an int64, truncated; out of range saturates and NaN is 0 (a plain cast of those
+ * is undefined behaviour, and the values come from a file). */
+static int64_t f64_to_i64(double v) {
+    if (!(v == v)) return 0;
+    if (v >= 9223372036854775808.0) return INT64_MAX;
+    if (v < -9223372036854775808.0) return INT64_MIN;
+    return (int64_t)v;
+}
+
 static int64_t load_i64(npy_dtype t, const char *p) {
     switch (t) {
     case NPY_BOOL: return *(const unsigned char *)p != 0;
@@ -325,8 +338,8 @@ static int64_t load_i64(npy_dtype t, const char *p) {
     case NPY_I32: { int32_t v; memcpy(&v, p, 4); return v; }
     case NPY_U32: { uint32_t v; memcpy(&v, p, 4); return v; }
     case NPY_I64: { int64_t v; memcpy(&v, p, 8); return v; }
-    case NPY_F32: { float v; memcpy(&v, p, 4); return (int64_t)v; }
-    case NPY_F64: { double v; memcpy(&v, p, 8); return (int64_t)v; }
+    case NPY_F32: { float v; memcpy(&v, p, 4); return f64_to_i64(v); }
+    case NPY_F64: { double v; memcpy(&v, p, 8); return f64_to_i64(v); }
     }
     return 0;
 }
@@ -376,8 +389,10 @@ void npy_copy_i32(const npy_array *a, int64_t start, int64_t n, int32_t *out) {
     case NPY_I32: memcpy(out, src, (size_t)n * 4); break;
     case NPY_U32: COPY_LOOP(uint32_t); break;
     case NPY_I64: COPY_LOOP(int64_t); break;
-    case NPY_F32: COPY_LOOP(float); break;
-    case NPY_F64: COPY_LOOP(double); break;
+    case NPY_F32:
+    case NPY_F64: /* through f64_to_i64: a plain cast of an out-of-range float is undefined */
+        for (int64_t k = 0; k < n; k++) out[k] = (int32_t)npy_get_i64(a, start + k);
+        break;
     }
 }
 

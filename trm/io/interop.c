@@ -34,7 +34,7 @@ cfg_node *trm_weights_config(const char *path, const cfg_search *s, const char *
     cfg_node *cfg = NULL;
     if (trm_file_exists(ac)) {
         size_t len;
-        char *text = trm_read_file(ac, &len, e);
+        char *text = trm_read_file_max(ac, CFG_MAX_FILE_BYTES, &len, e);
         cfg_node *overlay = text ? cfg_parse(text, len, ac, e) : NULL;
         free(text);
         if (overlay && overlay->type != CFG_MAP) {

@@ -2,14 +2,23 @@
  * machine with a fixed vocabulary: it knows five callables (OrderedDict, torch's tensor and
  * parameter rebuilders, the typed storages) and builds plain descriptions instead of calling
  * anything. Every object lives in one arena freed at the end, so shared and cyclic references
- * through the memo cannot cause double frees. */
+ * through the memo cannot cause double frees. A hostile pickle costs time and memory linear in
+ * its size and bounded besides: objects, nesting, MARKs, the memo, and the tensors and names
+ * that shared dicts could multiply when the result is flattened all have limits, each refused
+ * with a message that names it. */
 #include "pickle.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define PK_MAX_NEST 64 /* nested dicts followed when naming tensors */
+#define PK_MAX_NEST 64             /* nested dicts followed when naming tensors */
+#define PK_MAX_DEPTH 128           /* containers inside containers */
+#define PK_MAX_MARKS 128           /* MARKs open at once */
+#define PK_MAX_STACK (1 << 17)     /* values on the stack (pickle batches SETITEMS by 1000) */
+#define PK_MAX_OBJECTS (1 << 21)   /* ~25 per tensor in torch.save's pickles: 80,000 tensors */
+#define PK_MAX_TENSORS (1 << 20)   /* names made when flattening (shared dicts multiply them) */
+#define PK_MAX_NAME 4096           /* bytes of one flattened name */
 
 typedef enum { O_NONE, O_BOOL, O_INT, O_FLOAT, O_STR, O_BYTES, O_TUPLE, O_LIST, O_DICT, O_GLOBAL, O_STORAGE, O_TENSOR } okind;
 
@@ -24,9 +33,10 @@ struct obj {
     size_t slen;
     obj **items;        /* tuple, list; dict: key, value, key, value, ... */
     int n, cap;
+    int depth;          /* containers nested in this one, at most (PK_MAX_DEPTH) */
     st_dtype dt;        /* storage class / storage */
     int64_t numel;      /* storage */
-    pk_tensor view;     /* tensor (storage fields filled, name NULL) */
+    pk_tensor *view;    /* tensor (storage fields filled, name NULL) */
 };
 
 static const struct {
@@ -102,12 +112,21 @@ static obj *new_obj(pk *m, okind k) {
     return o;
 }
 
-static void obj_push_item(obj *c, obj *it) {
+/* Puts it into the container c; fails when that nests containers deeper than PK_MAX_DEPTH (a
+ * list appended to itself counts one level more each time). */
+static int obj_push_item(pk *m, obj *c, obj *it) {
+    if (it->depth + 1 > c->depth) c->depth = it->depth + 1;
+    if (c->depth > PK_MAX_DEPTH) {
+        char lim[16];
+        snprintf(lim, sizeof lim, "%d", PK_MAX_DEPTH);
+        return fail(m, "containers nest deeper than %s levels (the limit)", lim, NULL);
+    }
     if (c->n == c->cap) {
         c->cap = c->cap ? 2 * c->cap : 4;
         c->items = xrealloc(c->items, (size_t)c->cap * sizeof *c->items);
     }
     c->items[c->n++] = it;
+    return 0;
 }
 
 static void push(pk *m, obj *o) {
@@ -174,11 +193,14 @@ static int push_str(pk *m, okind k, size_t len) {
 static int memo_put(pk *m, size_t idx) {
     obj *o = top(m);
     if (!o) return -1;
-    /* a real pickle numbers its memo from 0 upwards, a few bytes per entry */
-    if (idx > 4 * (size_t)(m->end - m->start) + 16) {
-        char b[32];
+    /* a real pickle numbers its memo from 0 upwards, one entry per object it keeps, so the
+     * memo never needs more entries than objects were made (with room for torch's parameters,
+     * which this reader makes no object of) */
+    if (idx > 2 * m->nall + 64) {
+        char b[32], lim[32];
         snprintf(b, sizeof b, "%zu", idx);
-        return fail(m, "memo index %s is out of range", b, NULL);
+        snprintf(lim, sizeof lim, "%zu", 2 * m->nall + 64);
+        return fail(m, "memo index %s is beyond the %s the objects made so far allow (damaged pickle)", b, lim);
     }
     if (idx >= m->memo_cap) {
         size_t cap = m->memo_cap ? m->memo_cap : 64;
@@ -248,7 +270,8 @@ static int op_stack_global(pk *m) {
 
 static int make_tuple(pk *m, int from) {
     obj *t = new_obj(m, O_TUPLE);
-    for (int i = from; i < m->sp; i++) obj_push_item(t, m->stack[i]);
+    for (int i = from; i < m->sp; i++)
+        if (obj_push_item(m, t, m->stack[i])) return -1;
     m->sp = from;
     push(m, t);
     return 0;
@@ -304,7 +327,7 @@ static int rebuild_tensor(pk *m, const obj *args) {
         return fail(m, "_rebuild_tensor_v2 with arguments other than (storage, offset, size, stride, ...)", NULL, NULL);
     obj *st = args->items[0];
     obj *t = new_obj(m, O_TENSOR);
-    pk_tensor *v = &t->view;
+    pk_tensor *v = t->view = xcalloc(1, sizeof *t->view);
     int nd2 = -1;
     if (int_tuple(args->items[2], v->shape, &v->ndim) || int_tuple(args->items[3], v->stride, &nd2) || nd2 != v->ndim)
         return fail(m, "a tensor whose size or stride is not a tuple of at most 8 non-negative integers of one length",
@@ -360,7 +383,8 @@ static int op_setitems(pk *m, int from) {
     if ((m->sp - from) % 2) return fail(m, "SETITEMS with an odd number of items", NULL, NULL);
     obj *d = from > base_sp(m) ? m->stack[from - 1] : NULL;
     if (!d || d->k != O_DICT) return fail(m, "SETITEM(S) on something that is not a dict", NULL, NULL);
-    for (int i = from; i < m->sp; i++) obj_push_item(d, m->stack[i]);
+    for (int i = from; i < m->sp; i++)
+        if (obj_push_item(m, d, m->stack[i])) return -1;
     m->sp = from;
     return 0;
 }
@@ -368,7 +392,8 @@ static int op_setitems(pk *m, int from) {
 static int op_appends(pk *m, int from) {
     obj *l = from > base_sp(m) ? m->stack[from - 1] : NULL;
     if (!l || l->k != O_LIST) return fail(m, "APPEND(S) on something that is not a list", NULL, NULL);
-    for (int i = from; i < m->sp; i++) obj_push_item(l, m->stack[i]);
+    for (int i = from; i < m->sp; i++)
+        if (obj_push_item(m, l, m->stack[i])) return -1;
     m->sp = from;
     return 0;
 }
@@ -417,6 +442,13 @@ static int str_op(pk *m, okind k, int lenbytes) {
 /* One opcode; 1 when STOP was read. */
 static int step(pk *m) {
     if (need(m, 1)) return fail(m, "the pickle ends without STOP (truncated file?)", NULL, NULL);
+    if (m->nall >= PK_MAX_OBJECTS || m->sp >= PK_MAX_STACK) { /* an opcode adds at most one of each */
+        char lim[16];
+        int objs = m->nall >= PK_MAX_OBJECTS;
+        snprintf(lim, sizeof lim, "%d", objs ? PK_MAX_OBJECTS : PK_MAX_STACK);
+        return fail(m, objs ? "more than %s objects (the limit)" : "more than %s values on the stack (the limit)", lim,
+                    NULL);
+    }
     unsigned char op = *m->p++;
     int from = 0;
     obj *a;
@@ -436,6 +468,11 @@ static int step(pk *m) {
         return 0;
     case '.': return 1;
     case '(':
+        if (m->nm == PK_MAX_MARKS) {
+            char lim[16];
+            snprintf(lim, sizeof lim, "%d", PK_MAX_MARKS);
+            return fail(m, "more than %s MARKs open at once (the limit)", lim, NULL);
+        }
         if (m->nm == m->mcap) {
             m->mcap = m->mcap ? 2 * m->mcap : 16;
             m->marks = xrealloc(m->marks, (size_t)m->mcap * sizeof *m->marks);
@@ -491,7 +528,8 @@ static int step(pk *m) {
         if (pop_mark(m, &from)) return -1;
         if (op == 'd' && (m->sp - from) % 2) return fail(m, "DICT with an odd number of items", NULL, NULL);
         a = new_obj(m, op == 'l' ? O_LIST : O_DICT);
-        for (int i = from; i < m->sp; i++) obj_push_item(a, m->stack[i]);
+        for (int i = from; i < m->sp; i++)
+            if (obj_push_item(m, a, m->stack[i])) return -1;
         m->sp = from;
         push(m, a);
         return 0;
@@ -532,24 +570,33 @@ static int step(pk *m) {
 }
 
 static void add_tensor(pk_tensors *out, const char *name, const pk_tensor *v) {
-    out->t = xrealloc(out->t, (size_t)(out->n + 1) * sizeof *out->t);
+    if ((out->n & (out->n - 1)) == 0) /* capacity: the next power of two */
+        out->t = xrealloc(out->t, (size_t)(out->n ? 2 * out->n : 1) * sizeof *out->t);
     pk_tensor *t = &out->t[out->n++];
     *t = *v;
     t->name = xstrdup(name);
     t->storage = xstrdup(v->storage);
 }
 
-static int flatten(pk *m, const obj *d, const char *prefix, int depth, pk_tensors *out) {
+/* Names every tensor of d, nested dicts joined with '.'. A dict reached twice through the memo
+ * is named twice, so the names made are counted: shared dicts could multiply them beyond any
+ * file size. */
+static int flatten(pk *m, const obj *d, const char *prefix, int depth, size_t *made, pk_tensors *out) {
     if (depth > PK_MAX_NEST) return trm_errf(m->e, "%s: dicts nested more than %d deep", m->what, PK_MAX_NEST);
     for (int i = 0; i + 1 < d->n; i += 2) {
         const obj *k = d->items[i], *v = d->items[i + 1];
         if (v->k != O_TENSOR && v->k != O_DICT) continue; /* an epoch count, a string: not weights */
         if (k->k != O_STR || strlen(k->s) != k->slen)
             return trm_errf(m->e, "%s: a dict key that is not a string (entry %d)", m->what, i / 2);
+        if (++*made > PK_MAX_TENSORS)
+            return trm_errf(m->e, "%s: the dicts name more than %d tensors and dicts (the limit; dicts shared through "
+                                  "the memo?)", m->what, PK_MAX_TENSORS);
+        if (strlen(prefix) + 1 + k->slen > PK_MAX_NAME)
+            return trm_errf(m->e, "%s: a tensor name longer than %d bytes (the limit)", m->what, PK_MAX_NAME);
         char *name = *prefix ? xasprintf("%s.%s", prefix, k->s) : xstrdup(k->s);
         int rc = 0;
-        if (v->k == O_DICT) rc = flatten(m, v, name, depth + 1, out);
-        else add_tensor(out, name, &v->view);
+        if (v->k == O_DICT) rc = flatten(m, v, name, depth + 1, made, out);
+        else add_tensor(out, name, v->view);
         free(name);
         if (rc) return -1;
     }
@@ -584,20 +631,24 @@ int pk_read_tensors(const unsigned char *data, size_t n, const char *what, pk_te
         else if (result->k != O_DICT)
             rc = trm_errf(e, "%s: the pickle holds a %s, not a dict of tensors (a state_dict)", what,
                           result->k == O_TENSOR ? "single tensor" : result->k == O_LIST ? "list" : "value of another kind");
-        else rc = flatten(&m, result, "", 0, out);
+        else {
+            size_t made = 0;
+            rc = flatten(&m, result, "", 0, &made, out);
+        }
         if (!rc && out->n == 0) rc = trm_errf(e, "%s: the dict holds no tensors", what);
         if (!rc) rc = check_unique(&m, out);
     }
     for (size_t i = 0; i < m.nall; i++) {
         free(m.all[i]->s);
         free(m.all[i]->items);
+        free(m.all[i]->view);
         free(m.all[i]);
     }
     free(m.all);
     free(m.stack);
     free(m.marks);
     free(m.memo);
-    if (rc) pk_tensors_free(out);
+    if (rc) pk_tensors_free(out), trm_err_oneline(e); /* messages quote the pickle's strings */
     return rc ? -1 : 0;
 }
 

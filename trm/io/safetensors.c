@@ -1,7 +1,10 @@
 /* safetensors.c — reading (mmap, every header field and byte range validated, CRC32
  * checked) and atomically writing safetensors files with trm's metadata. The JSON header
  * is parsed with libyaml; only what JSON can express is accepted (quoted strings for
- * names/dtypes/metadata, plain decimal integers for shapes and offsets, no aliases). */
+ * names/dtypes/metadata, plain decimal integers for shapes and offsets, no aliases). A
+ * hostile header costs time and memory linear in its size: at most ST_MAX_HEADER bytes,
+ * CFG_MAX_NEST levels and ST_MAX_VALUES values, checked by a pass that builds nothing before
+ * libyaml loads the document; names are found by binary search. */
 #include "safetensors.h"
 
 #include <inttypes.h>
@@ -11,10 +14,14 @@
 #include <yaml.h>
 #include <zlib.h>
 
+#include "config/config.h"
 #include "util/util.h"
 
 /* Same cap as the reference implementation: a larger header is certainly not a model. */
 #define ST_MAX_HEADER 100000000u
+/* JSON values (strings, numbers, objects, arrays) in a header: about 20 per tensor, so room
+ * for ~50000 tensors, while libyaml's document of them stays near 200 MB. */
+#define ST_MAX_VALUES ((size_t)1 << 20)
 /* libyaml refuses implicit keys longer than 1024 characters; stay safely below. */
 #define ST_MAX_KEY_JSON 1000u
 #define ST_CRC_PREFIX "crc32."
@@ -306,6 +313,10 @@ static int parse_header(hdr_ctx *c, const char *hdr, size_t n, st_file *f) {
     while (i < n && (hdr[i] == ' ' || hdr[i] == '\n' || hdr[i] == '\r' || hdr[i] == '\t'))
         i++;
     if (i == n || hdr[i] != '{') return trm_errf(c->e, "%s: header is not a JSON object", c->path);
+    char *what = xasprintf("%s (header)", c->path);
+    int over = cfg_check_limits(hdr, n, what, CFG_MAX_NEST, ST_MAX_VALUES, c->e);
+    free(what);
+    if (over) return -1;
     yaml_parser_t parser;
     yaml_document_t doc, extra;
     if (!yaml_parser_initialize(&parser)) return trm_errf(c->e, "%s: cannot initialise the YAML parser", c->path);
@@ -375,24 +386,46 @@ static int parse_crc_hex(const char *s, uint32_t *out) {
     return 0;
 }
 
-static int verify_checksums(const char *path, const st_file *f, trm_err *e) {
-    size_t plen = strlen(ST_CRC_PREFIX);
-    for (int i = 0; i < f->nmeta; i++) {
-        const st_meta_kv *kv = &f->meta[i];
-        if (strncmp(kv->key, ST_CRC_PREFIX, plen) != 0) continue;
-        const char *tname = kv->key + plen;
-        const st_tensor *t = st_find(f, tname);
-        uint32_t want;
-        if (!t) return trm_errf(e, "%s: __metadata__ '%s' names no tensor in the file", path, kv->key);
-        if (parse_crc_hex(kv->value, &want) != 0)
-            return trm_errf(e, "%s: __metadata__ '%s': expected 8 lowercase hex digits, got '%.32s'", path, kv->key,
-                            kv->value);
-        uint32_t got = crc_of(t->data, t->nbytes);
-        if (got != want)
-            return trm_errf(e, "%s: checksum mismatch for tensor '%s' (stored %08" PRIx32 ", data has %08" PRIx32 ")",
-                            path, tname, want, got);
-    }
+static int verify_one(const char *path, const st_file *f, const st_meta_kv *kv, unsigned char *seen, trm_err *e) {
+    const char *tname = kv->key + strlen(ST_CRC_PREFIX);
+    const st_tensor *t = st_find(f, tname);
+    uint32_t want;
+    if (!t) return trm_errf(e, "%s: __metadata__ '%s' names no tensor in the file", path, kv->key);
+    if (parse_crc_hex(kv->value, &want) != 0)
+        return trm_errf(e, "%s: __metadata__ '%s': expected 8 lowercase hex digits, got '%.32s'", path, kv->key,
+                        kv->value);
+    uint32_t got = crc_of(t->data, t->nbytes);
+    if (got != want)
+        return trm_errf(e, "%s: checksum mismatch for tensor '%s' (stored %08" PRIx32 ", data has %08" PRIx32 ")",
+                        path, tname, want, got);
+    seen[t - f->tensors] = 1;
     return 0;
+}
+
+/* Every crc32 entry is checked; a file whose format says trm wrote it must have one for every
+ * tensor (trm's writer always adds them), so a removed entry cannot hide altered data. Files
+ * from elsewhere may have none. */
+static int verify_checksums(const char *path, const st_file *f, trm_err *e) {
+    unsigned char *seen = xcalloc((size_t)f->ntensors + 1, 1);
+    int rc = 0;
+    for (int i = 0; i < f->nmeta && !rc; i++)
+        if (strncmp(f->meta[i].key, ST_CRC_PREFIX, strlen(ST_CRC_PREFIX)) == 0)
+            rc = verify_one(path, f, &f->meta[i], seen, e);
+    const char *fmt = st_meta_get(f, "format");
+    for (int i = 0; i < f->ntensors && !rc && fmt && !strncmp(fmt, "trm-", 4); i++)
+        if (!seen[i])
+            rc = trm_errf(e, "%s: tensor '%s' has no crc32 entry, but the file says trm wrote it (format '%.40s') and "
+                             "trm writes one for every tensor: the file was altered",
+                          path, f->tensors[i].name, fmt);
+    free(seen);
+    return rc;
+}
+
+int st_count_checksums(const st_file *f) {
+    int n = 0;
+    for (int i = 0; i < f->nmeta; i++)
+        n += strncmp(f->meta[i].key, ST_CRC_PREFIX, strlen(ST_CRC_PREFIX)) == 0;
+    return n;
 }
 
 static int open_mapped(st_file *f, const char *path, trm_err *e) {
@@ -410,6 +443,7 @@ static int open_mapped(st_file *f, const char *path, trm_err *e) {
         return trm_errf(e, "%s: header length %" PRIu64 " exceeds the %u-byte limit", path, n, ST_MAX_HEADER);
     hdr_ctx c = {.path = path, .doc = NULL, .data_size = size - 8 - (size_t)n, .e = e};
     if (parse_header(&c, (const char *)base + 8, (size_t)n, f)) return -1;
+    st_index(f);
     const unsigned char *data = base + 8 + n;
     for (int i = 0; i < f->ntensors; i++)
         f->tensors[i].data = data + f->tensors[i].offset;
@@ -422,7 +456,7 @@ int st_open(st_file *f, const char *path, trm_err *e) {
     if (trm_mmap_open(&f->map, path, e)) return -1;
     if (open_mapped(f, path, e) != 0) {
         st_close(f);
-        return -1;
+        return trm_err_oneline(e); /* messages quote the header's text */
     }
     return 0;
 }
@@ -435,6 +469,7 @@ void st_close(st_file *f) {
         free(f->meta[i].value);
     }
     free(f->tensors);
+    free(f->by_name);
     free(f->meta);
     for (int i = 0; i < f->nowned; i++)
         free(f->owned[i]);
@@ -443,7 +478,25 @@ void st_close(st_file *f) {
     memset(f, 0, sizeof *f);
 }
 
+static int cmp_tensor_ptr_name(const void *a, const void *b) {
+    return strcmp((*(const st_tensor *const *)a)->name, (*(const st_tensor *const *)b)->name);
+}
+
+void st_index(st_file *f) {
+    free(f->by_name);
+    f->by_name = xmalloc(((size_t)f->ntensors + 1) * sizeof *f->by_name);
+    for (int i = 0; i < f->ntensors; i++)
+        f->by_name[i] = &f->tensors[i];
+    qsort(f->by_name, (size_t)f->ntensors, sizeof *f->by_name, cmp_tensor_ptr_name);
+}
+
 const st_tensor *st_find(const st_file *f, const char *name) {
+    if (f->by_name) { /* names are distinct: the readers refuse a file that repeats one */
+        st_tensor key = {.name = (char *)name};
+        const st_tensor *kp = &key;
+        st_tensor *const *hit = bsearch(&kp, f->by_name, (size_t)f->ntensors, sizeof *f->by_name, cmp_tensor_ptr_name);
+        return hit ? *hit : NULL;
+    }
     for (int i = 0; i < f->ntensors; i++)
         if (strcmp(f->tensors[i].name, name) == 0) return &f->tensors[i];
     return NULL;

@@ -30,11 +30,18 @@ typedef struct {
     st_meta_kv *meta;
     int nowned;    /* buffers tensors point into besides the mapping (a torch.save file's */
     void **owned;  /* inflated members and gathered views, torch_pt.c); freed by st_close */
+    st_tensor **by_name; /* the tensors sorted by name (st_index), for st_find */
 } st_file;
 
-/* Opens and validates (header bounds, JSON, dtype, shape×size = span, offsets in range and
- * non-overlapping, checksums when trm's crc32 metadata is present). */
+/* Opens and validates (header bounds and limits, JSON, dtype, shape×size = span, offsets in
+ * range and non-overlapping, every crc32 entry; a file whose format says trm wrote it must
+ * have one for every tensor, a file from elsewhere may have none). */
 int st_open(st_file *f, const char *path, trm_err *e);
+/* Sorts f's tensors by name for st_find (st_open does it; readers that fill f themselves
+ * call it once the names are distinct). */
+void st_index(st_file *f);
+/* The crc32 entries of f's metadata (0: a file from elsewhere, its data not verified). */
+int st_count_checksums(const st_file *f);
 void st_close(st_file *f);
 const st_tensor *st_find(const st_file *f, const char *name);
 const char *st_meta_get(const st_file *f, const char *key);

@@ -1,7 +1,8 @@
 /* torch_pt.c — torch.save files on top of zip.c and pickle.c (see torch_pt.h). The layout is
  * torch's: every member under one top folder (torch names it after the file), data.pkl with
  * the pickled dict, data/<key> with each storage's raw little-endian bytes, byteorder and
- * version records. */
+ * version records. Strided views are copied out, within a budget: the storages' own bytes
+ * plus PT_MAX_EXPANDED, so views cannot turn a small file into terabytes. */
 #include "torch_pt.h"
 
 #include <inttypes.h>
@@ -10,6 +11,8 @@
 
 #include "pickle.h"
 #include "zip.h"
+
+#define PT_MAX_EXPANDED ((uint64_t)64 << 20) /* bytes strided views may copy beyond the storages' */
 
 static void own(st_file *f, void *p) {
     f->owned = xrealloc(f->owned, (size_t)(f->nowned + 1) * sizeof *f->owned);
@@ -26,34 +29,34 @@ static char *archive_prefix(const zip_reader *z) {
     return slash ? xstrndup(z->ents[0].name, (size_t)(slash - z->ents[0].name) + 1) : NULL;
 }
 
+/* Each storage's bytes, by its member's index in the archive, once read. */
 typedef struct {
-    const char *key;
-    const unsigned char *data;
-    uint64_t size;
-} storage_ref;
+    const unsigned char **data;
+    uint64_t storage_bytes; /* of the storages read: the copy budget of strided views */
+    uint64_t copied;        /* bytes strided views copied so far */
+} storage_cache;
 
-static int find_storage(st_file *f, const zip_reader *z, const char *prefix, const pk_tensor *t, storage_ref *cache,
-                        int *ncache, const unsigned char **data, const char *path, trm_err *e) {
-    for (int i = 0; i < *ncache; i++)
-        if (!strcmp(cache[i].key, t->storage)) {
-            *data = cache[i].data;
-            return 0;
-        }
+static int find_storage(st_file *f, const zip_reader *z, const char *prefix, const pk_tensor *t, storage_cache *cache,
+                        const unsigned char **data, const char *path, trm_err *e) {
     char *name = xasprintf("%sdata/%s", prefix, t->storage);
     const zip_entry *en = zip_find(z, name);
     free(name);
     if (!en) return trm_errf(e, "%s: tensor '%s': its storage data/%s is missing from the archive", path, t->name, t->storage);
+    /* checked for every tensor, not only the storage's first: each says its storage's size
+     * and type again, and its view was checked against what it says */
     uint64_t es = (uint64_t)st_dtype_size(t->dtype);
     if (en->usize % es || en->usize / es != (uint64_t)t->storage_numel)
         return trm_errf(e, "%s: tensor '%s': storage data/%s has %" PRIu64 " bytes, not %" PRId64 " elements of %s", path,
                         t->name, t->storage, en->usize, t->storage_numel, st_dtype_name(t->dtype));
+    if (cache->data[en - z->ents]) {
+        *data = cache->data[en - z->ents];
+        return 0;
+    }
     void *owned;
     if (zip_member(z, en, data, &owned, e)) return -1;
     if (owned) own(f, owned);
-    cache[*ncache].key = t->storage;
-    cache[*ncache].data = *data;
-    cache[*ncache].size = en->usize;
-    (*ncache)++;
+    cache->data[en - z->ents] = *data;
+    cache->storage_bytes += en->usize;
     return 0;
 }
 
@@ -66,9 +69,11 @@ static int is_contiguous(const pk_tensor *t) {
     return 1;
 }
 
-/* A strided view copied out element by element (a slice, a transpose, an expanded tensor). */
+/* A strided view copied out element by element (a slice, a transpose, an expanded tensor),
+ * or NULL when the memory cannot be had. */
 static void *gather(const pk_tensor *t, const unsigned char *base, size_t es, size_t numel) {
-    unsigned char *out = xmalloc(numel * es + 1);
+    unsigned char *out = malloc(numel * es + 1); /* the budget bounds numel * es */
+    if (!out) return NULL;
     int64_t idx[PK_MAX_DIMS] = {0};
     for (size_t k = 0; k < numel; k++) {
         int64_t off = t->offset;
@@ -82,15 +87,34 @@ static void *gather(const pk_tensor *t, const unsigned char *base, size_t es, si
     return out;
 }
 
+/* A strided view's copy, within the budget: the storages' bytes plus PT_MAX_EXPANDED. */
+static int copy_view(st_file *f, storage_cache *c, const pk_tensor *t, const unsigned char *base, size_t numel,
+                     st_tensor *s, const char *path, trm_err *e) {
+    size_t es = (size_t)st_dtype_size(t->dtype);
+    uint64_t bytes = (uint64_t)numel * es; /* numel <= 2^63 / 8 here: checked by the caller */
+    if (c->copied + bytes > c->storage_bytes + PT_MAX_EXPANDED)
+        return trm_errf(e, "%s: tensor '%s': strided views would copy more than the storages' %" PRIu64 " bytes plus "
+                           "%" PRIu64 " MiB (the limit; views with stride 0 or shared storages?)",
+                        path, t->name, c->storage_bytes, PT_MAX_EXPANDED >> 20);
+    void *g = gather(t, base, es, numel);
+    if (!g)
+        return trm_errf(e, "%s: tensor '%s': cannot allocate %" PRIu64 " bytes for its strided view", path, t->name,
+                        bytes);
+    c->copied += bytes;
+    own(f, g);
+    s->data = g;
+    return 0;
+}
+
 static int fill_tensors(st_file *f, const zip_reader *z, const char *prefix, const pk_tensors *pt, const char *path,
                         trm_err *e) {
-    storage_ref *cache = xcalloc((size_t)pt->n + 1, sizeof *cache);
-    int ncache = 0, rc = 0;
+    storage_cache cache = {.data = xcalloc((size_t)z->n + 1, sizeof *cache.data)};
+    int rc = 0;
     f->tensors = xcalloc((size_t)pt->n + 1, sizeof *f->tensors);
     for (int i = 0; i < pt->n && !rc; i++) {
         const pk_tensor *t = &pt->t[i];
         const unsigned char *base;
-        if (find_storage(f, z, prefix, t, cache, &ncache, &base, path, e)) {
+        if (find_storage(f, z, prefix, t, &cache, &base, path, e)) {
             rc = -1;
             break;
         }
@@ -101,20 +125,19 @@ static int fill_tensors(st_file *f, const zip_reader *z, const char *prefix, con
         size_t numel = 1, es = (size_t)st_dtype_size(t->dtype);
         for (int d = 0; d < t->ndim; d++) {
             s->shape[d] = t->shape[d];
-            numel *= (size_t)t->shape[d]; /* bounded by the storage: checked by the pickle reader */
+            numel *= (size_t)t->shape[d]; /* no overflow of int64: checked by the pickle reader */
+        }
+        if (numel > SIZE_MAX / 16) {
+            rc = trm_errf(e, "%s: tensor '%s': %zu elements are more than this machine can address", path, t->name,
+                          numel);
+            break;
         }
         s->nbytes = numel * es;
-        if (numel == 0) {
-            s->data = base;
-        } else if (is_contiguous(t)) {
-            s->data = base + (size_t)t->offset * es;
-        } else {
-            void *g = gather(t, base, es, numel);
-            own(f, g);
-            s->data = g;
-        }
+        if (numel == 0) s->data = base;
+        else if (is_contiguous(t)) s->data = base + (size_t)t->offset * es; /* in the storage: pickle.c checked */
+        else rc = copy_view(f, &cache, t, base, numel, s, path, e);
     }
-    free(cache);
+    free(cache.data);
     return rc;
 }
 
@@ -164,6 +187,7 @@ static int open_zip(st_file *f, const char *path, trm_err *e) {
     free(owned);
     if (prc) goto out;
     rc = fill_tensors(f, &z, prefix, &pt, path, e);
+    if (!rc) st_index(f); /* names are distinct: the pickle reader refuses a repeated one */
     pk_tensors_free(&pt);
 out:
     free(prefix);
@@ -178,7 +202,7 @@ int pt_open(st_file *f, const char *path, trm_err *e) {
     if (trm_mmap_open(&f->map, path, e)) return -1;
     if (open_zip(f, path, e)) {
         st_close(f);
-        return -1;
+        return trm_err_oneline(e); /* messages quote names and strings from the file */
     }
     return 0;
 }

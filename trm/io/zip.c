@@ -1,6 +1,8 @@
 /* zip.c — zip archives for torch.save files (see zip.h). The reader trusts nothing: every
  * offset and size from the central directory and the local headers is checked against the
- * archive before use, and inflated sizes are bounded by deflate's maximum ratio. */
+ * archive before use, members may not overlap (overlapping members make a small archive
+ * inflate without bound), inflated sizes are bounded by deflate's maximum ratio, and memory
+ * for an inflated member that cannot be had is a refused file, not an abort. */
 #include "zip.h"
 
 #include <inttypes.h>
@@ -151,14 +153,41 @@ static int cmp_names(const void *a, const void *b) {
     return strcmp((*(const zip_entry *const *)a)->name, (*(const zip_entry *const *)b)->name);
 }
 
-static int check_duplicates(const zip_reader *z, trm_err *e) {
-    if (z->n < 2) return 0;
-    const zip_entry **s = xmalloc((size_t)z->n * sizeof *s);
+/* Sorts the members by name (kept for zip_find) and refuses a name that appears twice. */
+static int index_names(zip_reader *z, trm_err *e) {
+    const zip_entry **s = xmalloc(((size_t)z->n + 1) * sizeof *s);
     for (int i = 0; i < z->n; i++) s[i] = &z->ents[i];
     qsort(s, (size_t)z->n, sizeof *s, cmp_names);
-    int rc = 0;
-    for (int i = 1; i < z->n && !rc; i++)
-        if (!strcmp(s[i - 1]->name, s[i]->name)) rc = trm_errf(e, "%s: member '%s' appears twice", z->path, s[i]->name);
+    z->by_name = s;
+    for (int i = 1; i < z->n; i++)
+        if (!strcmp(s[i - 1]->name, s[i]->name))
+            return trm_errf(e, "%s: member '%s' appears twice", z->path, s[i]->name);
+    return 0;
+}
+
+static int cmp_data_off(const void *a, const void *b) {
+    const zip_entry *x = *(const zip_entry *const *)a, *y = *(const zip_entry *const *)b;
+    return x->data_off < y->data_off ? -1 : x->data_off > y->data_off;
+}
+
+/* Members may not share bytes, and all of them may inflate to at most MAX_RATIO times the
+ * archive: each member's own bound, summed over disjoint members. */
+static int check_layout(const zip_reader *z, trm_err *e) {
+    const zip_entry **s = xmalloc(((size_t)z->n + 1) * sizeof *s);
+    int n = 0, rc = 0;
+    uint64_t total = 0;
+    for (int i = 0; i < z->n; i++) {
+        total += z->ents[i].usize; /* each at most ~2^54: no overflow for any count that fits */
+        if (z->ents[i].csize) s[n++] = &z->ents[i];
+    }
+    qsort(s, (size_t)n, sizeof *s, cmp_data_off);
+    for (int i = 1; i < n && !rc; i++)
+        if (s[i - 1]->data_off + s[i - 1]->csize > s[i]->data_off)
+            rc = trm_errf(e, "%s: members '%s' and '%s' share bytes (an overlapping archive; refused)", z->path,
+                          s[i - 1]->name, s[i]->name);
+    if (!rc && total / MAX_RATIO > (uint64_t)z->size)
+        rc = trm_errf(e, "%s: the members inflate to %" PRIu64 " bytes in all, more than %u times the archive's %zu "
+                         "bytes (the limit)", z->path, total, MAX_RATIO, z->size);
     free(s);
     return rc;
 }
@@ -186,7 +215,7 @@ int zip_open_mem(zip_reader *z, const void *data, size_t size, const char *path,
             return -1;
         }
     }
-    if (check_duplicates(z, e)) {
+    if (index_names(z, e) || check_layout(z, e)) {
         zip_close(z);
         return -1;
     }
@@ -196,14 +225,17 @@ int zip_open_mem(zip_reader *z, const void *data, size_t size, const char *path,
 void zip_close(zip_reader *z) {
     for (int i = 0; i < z->n; i++) free(z->ents[i].name);
     free(z->ents);
+    free(z->by_name);
     z->ents = NULL;
+    z->by_name = NULL;
     z->n = 0;
 }
 
 const zip_entry *zip_find(const zip_reader *z, const char *name) {
-    for (int i = 0; i < z->n; i++)
-        if (!strcmp(z->ents[i].name, name)) return &z->ents[i];
-    return NULL;
+    if (!z->by_name) return NULL;
+    const zip_entry key = {.name = (char *)name}, *kp = &key;
+    const zip_entry **hit = bsearch(&kp, z->by_name, (size_t)z->n, sizeof *z->by_name, cmp_names);
+    return hit ? *hit : NULL;
 }
 
 /* zlib counts in uInt; feed it in slices so members past 4 GiB work. */
@@ -251,8 +283,12 @@ int zip_member(const zip_reader *z, const zip_entry *en, const unsigned char **d
     if (en->method == 0) {
         *data = z->base + en->data_off;
     } else {
-        if (en->usize > SIZE_MAX - 1) return trm_errf(e, "%s: member '%s' is too large for this machine", z->path, en->name);
-        unsigned char *buf = xmalloc((size_t)en->usize + 1);
+        /* malloc, not xmalloc: a size the file asks for that this machine cannot give is the
+         * file's problem, reported as such */
+        unsigned char *buf = en->usize < SIZE_MAX ? malloc((size_t)en->usize + 1) : NULL;
+        if (!buf)
+            return trm_errf(e, "%s: member '%s' inflates to %" PRIu64 " bytes, more memory than this machine gives",
+                            z->path, en->name, en->usize);
         if (inflate_member(z, en, buf, e)) {
             free(buf);
             return -1;

@@ -22,11 +22,14 @@ typedef struct {
     const char *path;          /* for messages */
     int n;
     zip_entry *ents;
+    const zip_entry **by_name; /* the members sorted by name, for zip_find */
 } zip_reader;
 
 /* Whether the bytes start like a zip archive (a local header or an empty archive's end record). */
 int zip_looks_like(const void *data, size_t size);
-/* Parses the central directory; every member's range, name, method and flags are checked. */
+/* Parses the central directory; every member's range, name, method and flags are checked,
+ * members may not share bytes, and what they inflate to in all is bounded by deflate's best
+ * ratio times the archive's size. */
 int zip_open_mem(zip_reader *z, const void *data, size_t size, const char *path, trm_err *e);
 void zip_close(zip_reader *z);
 const zip_entry *zip_find(const zip_reader *z, const char *name);

@@ -49,6 +49,19 @@ int trm_err_prefix(trm_err *e, const char *fmt, ...) {
     return -1;
 }
 
+int trm_err_oneline(trm_err *e) {
+    if (!e) return -1;
+    char out[sizeof e->msg];
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)e->msg; *p && o + 5 < sizeof out; p++) {
+        if (*p < 0x20 || *p == 0x7f) o += (size_t)snprintf(out + o, sizeof out - o, "\\x%02x", *p);
+        else out[o++] = (char)*p;
+    }
+    out[o] = 0;
+    memcpy(e->msg, out, o + 1);
+    return -1;
+}
+
 /* Host allocations are small next to the model's buffers (which report through the backend
  * with advice); when even one fails there is nothing to recover, but say how much was asked
  * for, what is free and what to lower. The last checkpoint on disk is untouched. */
@@ -98,31 +111,55 @@ char *xasprintf(const char *fmt, ...) {
     return s;
 }
 
-char *trm_read_file(const char *path, size_t *len, trm_err *e) {
+/* Reads f to its end into a buffer of *cap bytes grown as needed, up to max bytes: NULL when
+ * memory cannot be had (how much a file needs is the file's business, so that is reported,
+ * not aborted on) or *n passed max. */
+static char *read_all(FILE *f, size_t max, size_t *cap, size_t *n) {
+    char *buf = *cap - 1 <= max ? malloc(*cap) : NULL;
+    while (buf) {
+        *n += fread(buf + *n, 1, *cap - *n - 1, f);
+        if (*n > max) break;
+        if (*n + 1 < *cap) return buf; /* a short read: the end (or an error, for ferror) */
+        int c = fgetc(f); /* full: at the end, or a file longer than it said */
+        if (c == EOF) return buf;
+        char *b = *cap <= SIZE_MAX / 2 ? realloc(buf, *cap *= 2) : NULL;
+        if (!b) break;
+        buf = b;
+        buf[(*n)++] = (char)c;
+    }
+    free(buf);
+    return NULL;
+}
+
+char *trm_read_file_max(const char *path, size_t max, size_t *len, trm_err *e) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         trm_errf(e, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
+    struct stat st;
     size_t cap = 4096, n = 0;
-    char *buf = xmalloc(cap);
-    for (;;) {
-        if (n + 1 >= cap) buf = xrealloc(buf, cap *= 2);
-        size_t r = fread(buf + n, 1, cap - n - 1, f);
-        n += r;
-        if (r == 0) break;
-    }
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size >= cap)
+        cap = (uint64_t)st.st_size < SIZE_MAX - 1 ? (size_t)st.st_size + 1 : SIZE_MAX;
+    char *buf = read_all(f, max, &cap, &n);
     int bad = ferror(f);
     fclose(f);
-    if (bad) {
+    if (buf && bad) {
         free(buf);
-        trm_errf(e, "%s: read error", path);
+        buf = NULL;
+    }
+    if (!buf) {
+        if (bad) trm_errf(e, "%s: read error", path);
+        else if (n > max || cap - 1 > max) trm_errf(e, "%s: more than %zu bytes, the limit for this file", path, max);
+        else trm_errf(e, "%s: cannot allocate %zu bytes to read it", path, cap);
         return NULL;
     }
     buf[n] = 0;
     if (len) *len = n;
     return buf;
 }
+
+char *trm_read_file(const char *path, size_t *len, trm_err *e) { return trm_read_file_max(path, SIZE_MAX - 1, len, e); }
 
 static int write_all(int fd, const void *data, size_t len) {
     const char *p = data;

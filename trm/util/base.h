@@ -23,6 +23,9 @@ typedef struct {
 int trm_errf(trm_err *e, const char *fmt, ...) TRM_PRINTF(2, 3);
 /* Prefixes an existing message: "ctx: old message". Returns -1. */
 int trm_err_prefix(trm_err *e, const char *fmt, ...) TRM_PRINTF(2, 3);
+/* Writes control characters of the message (a file's bytes quoted in it) as \xNN, so that a
+ * reader's refusal stays one line whatever the file holds. Returns -1. */
+int trm_err_oneline(trm_err *e);
 
 /* Allocation that aborts with a message on exhaustion (host OOM is not recoverable here). */
 void *xmalloc(size_t n);
@@ -32,8 +35,11 @@ char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 char *xasprintf(const char *fmt, ...) TRM_PRINTF(1, 2);
 
-/* Whole-file read; returns NULL and fills e on failure. *len excludes the added NUL. */
+/* Whole-file read; returns NULL and fills e on failure. *len excludes the added NUL. Memory
+ * that cannot be had for the file is a failure with a message, not an abort. */
 char *trm_read_file(const char *path, size_t *len, trm_err *e);
+/* The same for a file that may hold at most max bytes (a larger one is refused, naming it). */
+char *trm_read_file_max(const char *path, size_t max, size_t *len, trm_err *e);
 /* Atomic write: temp file in the same directory, fsync, rename; never leaves a half file. */
 int trm_write_file_atomic(const char *path, const void *data, size_t len, trm_err *e);
 /* Creates the directory that will hold `path` (nothing when path has no directory part). */

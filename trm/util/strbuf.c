@@ -16,7 +16,7 @@ static void reserve(trm_sbuf *b, size_t extra) {
 
 void sb_putn(trm_sbuf *b, const char *s, size_t n) {
     reserve(b, n);
-    memcpy(b->p + b->len, s, n);
+    if (n) memcpy(b->p + b->len, s, n); /* s may be NULL when n is 0 (an empty tensor's data) */
     b->len += n;
     b->p[b->len] = 0;
 }
