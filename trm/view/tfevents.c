@@ -99,22 +99,24 @@ static void pb_msg(trm_sbuf *b, int field, trm_sbuf *m) {
     m->len = 0;
 }
 
+/* A fixed-width field: the value's `n` bytes (8: double, 4: float), little-endian. */
+static void pb_fixed(trm_sbuf *b, int field, int wire, uint64_t bits, int n) {
+    unsigned char c[8];
+    put_le(c, bits, n);
+    pb_key(b, field, wire);
+    sb_putn(b, (const char *)c, (size_t)n);
+}
+
 static void pb_double(trm_sbuf *b, int field, double v) {
     uint64_t u;
-    unsigned char c[8];
     memcpy(&u, &v, 8);
-    put_le(c, u, 8);
-    pb_key(b, field, WIRE_I64);
-    sb_putn(b, (const char *)c, 8);
+    pb_fixed(b, field, WIRE_I64, u, 8);
 }
 
 static void pb_float(trm_sbuf *b, int field, float v) {
     uint32_t u;
-    unsigned char c[4];
     memcpy(&u, &v, 4);
-    put_le(c, u, 4);
-    pb_key(b, field, WIRE_I32);
-    sb_putn(b, (const char *)c, 4);
+    pb_fixed(b, field, WIRE_I32, u, 4);
 }
 
 /* ---- the writer -------------------------------------------------------------------------------- */
