@@ -3,11 +3,14 @@
 # alternating rounds (reference, trm, reference, trm, ...) so that a noisy machine (the device
 # host is a VM whose speed drifts by 20-40% between minutes) weighs on both alike; prints each
 # round and the median of the rounds' medians.
-# usage: bench/cpu_vs_ref.sh TRM_BINARY REF_DIR [ROUNDS] [THREADS]   env: DTYPE (float32), STEPS (10)
+# usage: bench/cpu_vs_ref.sh TRM_BINARY REF_DIR [ROUNDS] [THREADS]   env: DTYPE (float32), STEPS (10),
+#   CPUS (a taskset list such as 0-3: both programs pinned to those cores, the laptop case)
 #   REF_DIR: the reference's models/ and utils/ with ../shared/anchors/ref_bench.py beside them
 set -euo pipefail
 TRM=$1 REF=$2 ROUNDS=${3:-3} T=${4:-16}
 DTYPE=${DTYPE:-float32}
+pin=()
+[ -n "${CPUS:-}" ] && pin=(taskset -c "$CPUS")
 common=(global_batch_size=64 arch.hidden_size=128 arch.num_heads=2 arch.expansion=4 arch.L_layers=2
         arch.H_cycles=2 arch.L_cycles=2 arch.puzzle_emb_len=4 "arch.forward_dtype=$DTYPE" device=cpu compile=false)
 declare -A variant=(
@@ -18,10 +21,10 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 for name in tiny_mlp tiny_att; do
   ref=() ours=()
   for r in $(seq "$ROUNDS"); do
-    a=$(OMP_NUM_THREADS=$T python3 "$REF/ref_bench.py" "$REF" "$name" --device cpu --dtype "$DTYPE" \
+    a=$(OMP_NUM_THREADS=$T "${pin[@]}" python3 "$REF/ref_bench.py" "$REF" "$name" --device cpu --dtype "$DTYPE" \
         --steps "${STEPS:-10}" 2>/dev/null | tail -1 | sed 's/.*"step_ms_median": \([0-9.]*\).*/\1/')
     # shellcheck disable=SC2086
-    b=$(OMP_NUM_THREADS=$T "$TRM" bench "${common[@]}" ${variant[$name]} --seq-len 81 --vocab 11 --num-ids 1 \
+    b=$(OMP_NUM_THREADS=$T "${pin[@]}" "$TRM" bench "${common[@]}" ${variant[$name]} --seq-len 81 --vocab 11 --num-ids 1 \
         --steps "${STEPS:-10}" --warmup 3 --json | sed 's/.*"ms_per_step_median": \([0-9.]*\).*/\1/')
     echo "# $name round $r: reference $a ms, trm $b ms"
     ref+=("$a") ours+=("$b")

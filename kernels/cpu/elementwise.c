@@ -8,14 +8,14 @@
 void cpu_add(trm_backend *be, void *yv, const void *x1v, const void *x2v, size_t n) {
     float *y = yv;
     const float *x1 = x1v, *x2 = x2v;
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+#pragma omp parallel for simd schedule(guided) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] = x1[i] + x2[i];
 }
 
 void cpu_axpy(trm_backend *be, void *yv, const void *xv, float alpha, size_t n) {
     float *y = yv;
     const float *x = xv;
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+#pragma omp parallel for simd schedule(guided) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] += alpha * x[i];
 }
 
@@ -26,7 +26,7 @@ void cpu_transpose(trm_backend *be, void *outv, int ldo, const void *inv, int ld
     const float *in = inv;
     size_t mat_in = (size_t)rows * ldi, mat_out = (size_t)cols * ldo;
     int tiles = (rows + TR_TILE - 1) / TR_TILE;
-#pragma omp parallel for collapse(2) schedule(static) if ((size_t)rows * cols * batch >= PAR_MIN)
+#pragma omp parallel for collapse(2) schedule(guided) if ((size_t)rows * cols * batch >= PAR_MIN)
     for (int b = 0; b < batch; b++)
         for (int ti = 0; ti < tiles; ti++) {
             const float *src = in + b * mat_in;
@@ -46,7 +46,7 @@ void cpu_transpose(trm_backend *be, void *outv, int ldo, const void *inv, int ld
 /* ---- bias ------------------------------------------------------------------------------- */
 
 void cpu_bias_fwd(trm_backend *be, float *y, const float *bias, int rows, int cols, int ld) {
-#pragma omp parallel for schedule(static) if ((size_t)rows * cols >= PAR_MIN)
+#pragma omp parallel for schedule(guided) if ((size_t)rows * cols >= PAR_MIN)
     for (int r = 0; r < rows; r++) {
         float *restrict yr = y + (size_t)r * ld;
         for (int c = 0; c < cols; c++) yr[c] += bias[c];
@@ -58,7 +58,7 @@ void cpu_bias_fwd(trm_backend *be, float *y, const float *bias, int rows, int co
 #define BIAS_CB 64
 void cpu_bias_bwd(trm_backend *be, float *dbias, const float *dy, int rows, int cols, int ld) {
     int nblk = (cols + BIAS_CB - 1) / BIAS_CB;
-#pragma omp parallel for schedule(static) if ((size_t)rows * cols >= PAR_MIN)
+#pragma omp parallel for schedule(guided) if ((size_t)rows * cols >= PAR_MIN)
     for (int k = 0; k < nblk; k++) {
         int c0 = k * BIAS_CB, n = cols - c0 < BIAS_CB ? cols - c0 : BIAS_CB;
         double acc[BIAS_CB] = {0};

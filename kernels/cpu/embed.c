@@ -29,7 +29,7 @@ static void embed_row(float *restrict o, const trm_embed_args *a, int b, int t) 
 void cpu_embed_fwd(trm_backend *be, void *outv, const trm_embed_args *a) {
     float *out = outv;
     int T = a->P + a->S, rows = a->B * T;
-#pragma omp parallel for schedule(static) if ((size_t)rows * a->D >= PAR_MIN)
+#pragma omp parallel for schedule(guided) if ((size_t)rows * a->D >= PAR_MIN)
     for (int r = 0; r < rows; r++) embed_row(out + (size_t)r * a->D, a, r / T, r % T);
 }
 
@@ -44,7 +44,7 @@ static inline float embed_g(const trm_embed_args *a, float dout) {
 static void embed_bwd_tok(const float *dout, const trm_embed_args *a, float *d_tok_w) {
     int D = a->D, T = a->P + a->S, nt = max_threads();
     int chunks = nt > 1 && (size_t)a->B * a->S * D >= PAR_MIN ? nt : 1;
-#pragma omp parallel for schedule(static) if (chunks > 1)
+#pragma omp parallel for schedule(guided) if (chunks > 1)
     for (int k = 0; k < chunks; k++) {
         int d0 = (int)((int64_t)D * k / chunks), d1 = (int)((int64_t)D * (k + 1) / chunks);
         for (int b = 0; b < a->B; b++)
@@ -62,7 +62,7 @@ void cpu_embed_bwd(trm_backend *be, const void *doutv, const trm_embed_args *a,
     int D = a->D, T = a->P + a->S;
     if (d_tok_w) embed_bwd_tok(dout, a, d_tok_w);
     if (a->pos_w && d_pos_w) {
-#pragma omp parallel for schedule(static) if ((size_t)a->B * T * D >= PAR_MIN)
+#pragma omp parallel for schedule(guided) if ((size_t)a->B * T * D >= PAR_MIN)
         for (int t = 0; t < T; t++) {
             float *w = d_pos_w + (size_t)t * D;
             for (int b = 0; b < a->B; b++) {

@@ -263,7 +263,7 @@ static size_t kbase(const plan *pl, int k0) { return (size_t)(pl->bf ? k0 / 2 : 
 static void pack_b_chunk(const plan *pl, int kc0, int klen) {
     const gemm_job *j = pl->j;
     int nr = pl->a->nr, panels = pl->npad / nr, nkb = (klen + KC - 1) / KC;
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
     for (int t = 0; t < nkb * panels; t++) {
         int kb = t / panels, q = t % panels, k0 = kb * KC, kc = klen - k0 < KC ? klen - k0 : KC;
         float *d = pl->bp + kbase(pl, k0) + (size_t)q * nr * kwords(pl, kc);
@@ -339,7 +339,7 @@ void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float 
         for (int kc0 = 0; kc0 < K; kc0 += kchunk) {
             int klen = K - kc0 < kchunk ? K - kc0 : kchunk;
             pack_b_chunk(&pl, kc0, klen); /* ends with a barrier: B is whole before use */
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
             for (int t = 0; t < tasks; t++) {
                 int m0 = (t % pl.mb) * pl.mc, n0 = (t / pl.mb) * pl.nc;
                 run_block(&pl, m0, M - m0 < pl.mc ? M - m0 : pl.mc, n0, N - n0 < pl.nc ? N - n0 : pl.nc, kc0, klen, ap);

@@ -65,7 +65,7 @@ static inline size_t logit_row(const trm_loss_args *a, int r) {
 
 static void loss_rows(const trm_loss_args *a, const int *n, double *ce, uint8_t *corr) {
     int V = a->V, rows = a->B * a->S;
-#pragma omp parallel for schedule(static) if ((size_t)rows * V >= PAR_MIN)
+#pragma omp parallel for schedule(guided) if ((size_t)rows * V >= PAR_MIN)
     for (int r = 0; r < rows; r++) {
         const float *x = a->logits + logit_row(a, r);
         int32_t l = a->labels[r];

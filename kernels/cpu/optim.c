@@ -11,7 +11,7 @@ void cpu_adam_atan2(trm_backend *be, float *p, const float *g, float *m, float *
     float bc1 = (float)(1.0 - pow((double)beta1, (double)t));
     float bc2s = (float)sqrt(1.0 - pow((double)beta2, (double)t));
     float decay = (float)(1.0 - (double)lr * wd), w1 = 1.0f - beta1, w2 = 1.0f - beta2;
-#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+#pragma omp parallel for schedule(guided) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float gi = g[i], mi = m[i] + w1 * (gi - m[i]), vi = v[i] + w2 * (gi * gi - v[i]);
         m[i] = mi;
@@ -40,7 +40,7 @@ void cpu_sign_sgd_sparse(trm_backend *be, float *weights, int ndim, const int32_
         if (i == 0 || (key[i] >> 32) != (key[i - 1] >> 32)) start[ng++] = i;
     start[ng] = m;
     float decay = (float)(1.0 - (double)lr * wd);
-#pragma omp parallel for schedule(static) if ((size_t)m * ndim >= PAR_MIN)
+#pragma omp parallel for schedule(guided) if ((size_t)m * ndim >= PAR_MIN)
     for (int k = 0; k < ng; k++) {
         float *w = weights + (size_t)(key[start[k]] >> 32) * ndim;
         for (int d = 0; d < ndim; d++) {
@@ -57,6 +57,6 @@ void cpu_sign_sgd_sparse(trm_backend *be, float *weights, int ndim, const int32_
 
 void cpu_ema(trm_backend *be, float *shadow, const float *p, size_t n, float rate) {
     float a = (float)(1.0 - (double)rate);
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+#pragma omp parallel for simd schedule(guided) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) shadow[i] = a * p[i] + rate * shadow[i];
 }

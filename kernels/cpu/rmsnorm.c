@@ -32,7 +32,7 @@ void cpu_rmsnorm_fwd(trm_backend *be, void *yv, float *rstd, const void *xv,
     float *y = yv;
     const float *x = xv, *res = resv;
     if (dim <= 0) return;
-#pragma omp parallel for schedule(static) if ((size_t)rows * dim >= PAR_MIN)
+#pragma omp parallel for schedule(guided) if ((size_t)rows * dim >= PAR_MIN)
     for (int r = 0; r < rows; r++) {
         size_t o = (size_t)r * ld;
         rms_row(y + o, rstd ? rstd + r : NULL, x + o, res ? res + o : NULL, dim, eps);
@@ -45,7 +45,7 @@ void cpu_rmsnorm_bwd(trm_backend *be, void *dxv, const void *dyv, const void *yv
     float *dx = dxv;
     const float *dy = dyv, *y = yv;
     if (dim <= 0) return;
-#pragma omp parallel for schedule(static) if ((size_t)rows * dim >= PAR_MIN)
+#pragma omp parallel for schedule(guided) if ((size_t)rows * dim >= PAR_MIN)
     for (int r = 0; r < rows; r++) {
         size_t o = (size_t)r * ld;
         const float *dyr = dy + o, *yr = y + o;

@@ -28,7 +28,7 @@ static void rope_head_t(float *restrict x, const float *restrict c, const float 
 static void rope_apply(float *qkv, const float *cos, const float *sin, int B, int T, int H,
                        int hd, int transpose) {
     int rows = B * T;
-#pragma omp parallel for schedule(static) if ((size_t)rows * H * hd >= PAR_MIN)
+#pragma omp parallel for schedule(guided) if ((size_t)rows * H * hd >= PAR_MIN)
     for (int r = 0; r < rows; r++) {
         int t = r % T;
         float *base = qkv + (size_t)r * 3 * H * hd;

@@ -5,7 +5,7 @@
 void cpu_swiglu_fwd(trm_backend *be, void *outv, const void *guv, int rows, int I) {
     float *out = outv;
     const float *gu = guv;
-#pragma omp parallel for schedule(static) if ((size_t)rows * I >= PAR_MIN)
+#pragma omp parallel for schedule(guided) if ((size_t)rows * I >= PAR_MIN)
     for (int r = 0; r < rows; r++) {
         const float *restrict g = gu + (size_t)r * 2 * I;
         const float *restrict u = g + I;
@@ -20,7 +20,7 @@ void cpu_swiglu_bwd(trm_backend *be, void *dguv, void *outv, const void *doutv, 
                     int rows, int I) {
     float *dgu = dguv, *out = outv;
     const float *dout = doutv, *gu = guv;
-#pragma omp parallel for schedule(static) if ((size_t)rows * I >= PAR_MIN)
+#pragma omp parallel for schedule(guided) if ((size_t)rows * I >= PAR_MIN)
     for (int r = 0; r < rows; r++) {
         const float *restrict g = gu + (size_t)r * 2 * I;
         const float *restrict u = g + I;
