@@ -254,6 +254,65 @@ START_TEST(test_gemm_bf16_products) {
 }
 END_TEST
 
+/* The AMX bf16 path (kernels/cpu/gemm_amx.c) on the tiles where the CPU has them, and always with
+ * the tile product emulated (TRM_CPU_GEMM=amx-emulate: the same packing, blocking and epilogue):
+ * against the double-precision product of the rounded operands, with edges in every dimension
+ * (M, N, K not multiples of the 32-row strips, 32-column panels or 32-k steps), alpha, beta
+ * (0, 1 and other: C read and scaled), rows of C wider than N, and 1 and 3 threads bitwise. */
+static void amx_case(tr_rng *r, int ta, int tb, int M, int N, int K, float alpha, float beta) {
+    int lda = ta ? M + 3 : K + 1, ldb = tb ? K + 2 : N + 5, ldc = N + 7;
+    float *A = frand(r, (size_t)(ta ? K : M) * lda, -1, 1), *B = frand(r, (size_t)(tb ? N : K) * ldb, -1, 1);
+    float *C0 = frand(r, (size_t)M * ldc, -1, 1), *C1 = malloc((size_t)M * ldc * sizeof(float));
+    float *C3 = malloc((size_t)M * ldc * sizeof(float));
+    memcpy(C1, C0, (size_t)M * ldc * sizeof(float)), memcpy(C3, C0, (size_t)M * ldc * sizeof(float));
+    ck_assert(trm_gemm_amx(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C1, ldc, 1));
+    ck_assert(trm_gemm_amx(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C3, ldc, 3));
+    ck_assert_msg(memcmp(C1, C3, (size_t)M * ldc * sizeof(float)) == 0, "amx %dx%dx%d: 1 and 3 threads differ", M, N, K);
+    double worst = 0;
+    for (int m = 0; m < M; m++) {
+        for (int n = 0; n < N; n++) {
+            double s = 0;
+            for (int k = 0; k < K; k++) {
+                float a = ta ? A[(size_t)k * lda + m] : A[(size_t)m * lda + k];
+                float b = tb ? B[(size_t)n * ldb + k] : B[(size_t)k * ldb + n];
+                s += (double)round_bf16(a) * round_bf16(b);
+            }
+            double want = alpha * s + (beta != 0.0f ? beta * (double)C0[(size_t)m * ldc + n] : 0.0);
+            double d = fabs(C1[(size_t)m * ldc + n] - want);
+            if (d > worst) worst = d;
+        }
+        for (int n = N; n < ldc; n++) /* past N: untouched */
+            ck_assert_msg(C1[(size_t)m * ldc + n] == C0[(size_t)m * ldc + n], "amx wrote past N at row %d", m);
+    }
+    ck_assert_msg(worst < 2e-6 * K + 1e-5, "amx ta=%d tb=%d %dx%dx%d alpha %g beta %g: %g off", ta, tb, M, N, K,
+                  alpha, beta, worst);
+    free(A), free(B), free(C0), free(C1), free(C3);
+}
+
+static void amx_cases(void) {
+    tr_rng r = {9};
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            amx_case(&r, ta, tb, 29, 45, 515, 1.0f, 0.0f);   /* odd K, one strip, two panels */
+            amx_case(&r, ta, tb, 70, 33, 64, 0.5f, 1.0f);    /* three strips, a 1-column panel */
+            amx_case(&r, ta, tb, 1, 1, 1, 1.0f, 0.25f);      /* one element, K padded to 32 */
+            amx_case(&r, ta, tb, 96, 96, 130, -2.0f, 0.0f);  /* whole strips and panels */
+        }
+}
+
+START_TEST(test_gemm_amx) {
+    if (!trm_gemm_cpu_available() || !trm_gemm_cpu_bf16()) return; /* no AVX512-BF16 to pack with */
+    if (trm_gemm_amx_available()) amx_cases(); /* the real tiles */
+    setenv("TRM_CPU_GEMM", "amx-emulate", 1);
+    ck_assert(trm_gemm_amx_available());
+    amx_cases();
+    unsetenv("TRM_CPU_GEMM");
+    setenv("TRM_CPU_AMX", "0", 1); /* the switch that keeps AVX512-BF16 */
+    ck_assert(!trm_gemm_amx_available());
+    unsetenv("TRM_CPU_AMX");
+}
+END_TEST
+
 /* ---- elementwise ------------------------------------------------------------------------- */
 
 START_TEST(test_add_axpy_transpose) {
@@ -1289,6 +1348,7 @@ static Suite *backend_cpu_suite(void) {
     tcase_add_test(tc, test_gemm);
     tcase_add_test(tc, test_gemm_threads_bitwise);
     tcase_add_test(tc, test_gemm_bf16_products);
+    tcase_add_test(tc, test_gemm_amx);
     tcase_add_test(tc, test_add_axpy_transpose);
     tcase_add_test(tc, test_rmsnorm);
     tcase_add_test(tc, test_swiglu);

@@ -313,6 +313,7 @@ static void choose_blocks(int M, int N, int threads, const arch *a, int *mc, int
 
 void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
                   float beta, float *C, int ldc, int threads, int bf16) {
+    if (bf16 && trm_gemm_amx(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, threads)) return;
     arch arch_here = pick_arch(); /* a feature bit test: cheaper than keeping it anywhere */
     gemm_job j = {ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C};
     plan pl = {&j, &arch_here, 0, 0, 0, 0, round_up(N, arch_here.nr), bf16 && arch_here.bf16, NULL};

@@ -12,4 +12,10 @@ void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float 
 int trm_gemm_cpu_available(void);
 int trm_gemm_cpu_bf16(void); /* the CPU has AVX512-BF16 (and TRM_CPU_GEMM does not say avx2) */
 
+/* kernels/cpu/gemm_amx.c: the bf16 product (arguments as trm_gemm_cpu's) on AMX tiles; returns 0,
+ * having done nothing, where the CPU or OS has no AMX (or TRM_CPU_AMX=0). */
+int trm_gemm_amx(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                 float beta, float *C, int ldc, int threads);
+int trm_gemm_amx_available(void);
+
 #endif

@@ -1,0 +1,337 @@
+/* gemm_amx.c — the cpu backend's bf16 GEMM on Intel AMX tiles (Sapphire Rapids and later):
+ * operands rounded to bf16 while packed (vector conversions, round to nearest even), fp32 sums
+ * in the tile registers over the whole K, fp32 C. One AMX instruction (TDPBF16PS) multiplies a
+ * 16×32 by a 32×16 bf16 block: 16 times the work of an AVX-512 VDPBF16PS, so the products of a
+ * bf16 step stop being the step's bound where the CPU has AMX.
+ *
+ * Layout: op(B) is packed once per call, shared by the threads, in panels of 32 columns with k in
+ * pairs (AMX's "VNNI" layout: a tile row is 16 columns × one pair); each task packs its 32-row
+ * strip of op(A) row by row (a tile row is 32 consecutive k) and computes 32×32 blocks with four
+ * accumulator tiles, two A tiles and two B tiles (all eight). K is padded with zeros to a multiple
+ * of 32. Each output element is summed over k in one fixed order by one thread, so results do not
+ * depend on the thread count; where op(B) would not fit BPACK_CAP its K is cut into fixed chunks,
+ * each added to C in order.
+ *
+ * TRM_CPU_GEMM=amx-emulate runs the same packing and blocking with the tile product done in C
+ * (tests exercise the layout on machines without AMX); TRM_CPU_AMX=0 keeps AVX512-BF16. */
+#include "gemm_cpu.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && !defined(TRM_NO_OWN_GEMM)
+#include <immintrin.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+#define AMX_TARGET __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512bf16")))
+#define BF_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
+#define KSTEP 32                    /* k per tile product */
+#define PANEL 32                    /* columns of op(B) per packed panel: two B tiles */
+#define STRIP 32                    /* rows of op(A) per packed strip: two A tiles */
+#define BPACK_CAP ((size_t)32 << 20) /* bytes of packed op(B) per chunk of K */
+
+typedef struct {
+    int ta, tb, M, N, K, lda, ldb, ldc;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+    int emulate;
+} amx_job;
+
+/* ---- availability ---- */
+
+static void cpuid(unsigned leaf, unsigned sub, unsigned r[4]) {
+    __asm__ volatile("cpuid" : "=a"(r[0]), "=b"(r[1]), "=c"(r[2]), "=d"(r[3]) : "a"(leaf), "c"(sub));
+}
+
+/* AMX-TILE and AMX-BF16 in CPUID, the OS saving tile state (XCR0 bits 17, 18), and Linux's
+ * permission for this process to use it (asked for each time: the call is idempotent). */
+static int amx_here(void) {
+    unsigned r[4];
+    cpuid(0, 0, r);
+    if (r[0] < 7) return 0;
+    cpuid(7, 0, r);
+    if (!(r[3] & (1u << 22)) || !(r[3] & (1u << 24))) return 0;
+    cpuid(1, 0, r);
+    if (!(r[2] & (1u << 27))) return 0; /* OSXSAVE: xgetbv is allowed */
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17)) return 0;
+#ifdef __linux__
+    /* ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA (Linux 5.16+) */
+    if (syscall(SYS_arch_prctl, 0x1023, 18) != 0) return 0;
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+static int bf16_vectors_here(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512bf16");
+}
+
+/* 0: not used; 1: AMX tiles; 2: emulated tiles (tests) */
+static int amx_mode(void) {
+    const char *e = getenv("TRM_CPU_GEMM"), *off = getenv("TRM_CPU_AMX");
+    if (e && !strcmp(e, "amx-emulate")) return bf16_vectors_here() ? 2 : 0;
+    if ((e && *e) || (off && !strcmp(off, "0"))) return 0;
+    return bf16_vectors_here() && amx_here() ? 1 : 0;
+}
+
+int trm_gemm_amx_available(void) { return amx_mode() != 0; }
+
+/* ---- packing ---- */
+
+static int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+/* n floats (n ≤ 32) of src as bf16 at dst, zeros up to 32: two vector conversions. */
+BF_TARGET static inline void cvt32(uint16_t *dst, const float *src, int n) {
+    __mmask16 m0 = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
+    __mmask16 m1 = n >= 32 ? 0xffff : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1);
+    __m512 lo = _mm512_maskz_loadu_ps(m0, src), hi = _mm512_maskz_loadu_ps(m1, src + 16);
+    _mm512_storeu_si512(dst, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+/* Strip s of op(A): rows m0 .. m0+32 (zeros past M), k0 .. k0+klen (zeros up to kp), row-major
+ * bf16 with rows kp apart. op(A) rows along memory (ta = 0) convert straight; columns (ta = 1) go
+ * through a float row first. */
+BF_TARGET static void pack_a_strip(uint16_t *dst, const amx_job *j, int m0, int k0, int klen, int kp, float *row) {
+    for (int i = 0; i < STRIP; i++) {
+        uint16_t *d = dst + (size_t)i * kp;
+        int m = m0 + i;
+        if (m >= j->M) {
+            memset(d, 0, (size_t)kp * sizeof *d);
+            continue;
+        }
+        const float *src;
+        if (j->ta) {
+            for (int k = 0; k < klen; k++) row[k] = j->A[(size_t)(k0 + k) * j->lda + m];
+            src = row;
+        } else {
+            src = j->A + (size_t)m * j->lda + k0;
+        }
+        for (int k = 0; k < kp; k += KSTEP) cvt32(d + k, src + k, klen - k < 0 ? 0 : klen - k);
+    }
+}
+
+/* Panel q of op(B) for k0 .. k0+klen: rows of 32 uint32, row p holding the pair (2p, 2p+1) of
+ * each column (zeros past N and klen). */
+BF_TARGET static void pack_b_panel(uint32_t *dst, const amx_job *j, int q, int k0, int klen, int kp) {
+    int n0 = q * PANEL, cols = j->N - n0 < PANEL ? j->N - n0 : PANEL;
+    if (j->tb) { /* op(B) columns are rows of B: a column's pairs are neighbours */
+        uint16_t tmp[KSTEP];
+        for (int c = 0; c < PANEL; c++)
+            for (int k = 0; k < kp; k += KSTEP) {
+                if (c < cols)
+                    cvt32(tmp, j->B + (size_t)(n0 + c) * j->ldb + k0 + k, klen - k < 0 ? 0 : klen - k);
+                else
+                    memset(tmp, 0, sizeof tmp);
+                for (int p = 0; p < KSTEP / 2; p++)
+                    dst[(size_t)(k / 2 + p) * PANEL + c] = (uint32_t)tmp[2 * p] | (uint32_t)tmp[2 * p + 1] << 16;
+            }
+        return;
+    }
+    /* op(B) rows along memory: rows 2p and 2p+1 converted together and interleaved */
+    const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                           21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    for (int p = 0; p < kp / 2; p++) {
+        int k = 2 * p;
+        for (int h = 0; h < PANEL; h += 16) {
+            int n = cols - h < 0 ? 0 : cols - h > 16 ? 16 : cols - h;
+            __mmask16 m = (__mmask16)((1u << n) - 1);
+            __m512 r0 = k < klen ? _mm512_maskz_loadu_ps(m, j->B + (size_t)(k0 + k) * j->ldb + n0 + h)
+                                 : _mm512_setzero_ps();
+            __m512 r1 = k + 1 < klen ? _mm512_maskz_loadu_ps(m, j->B + (size_t)(k0 + k + 1) * j->ldb + n0 + h)
+                                     : _mm512_setzero_ps();
+            __m512i both = (__m512i)_mm512_cvtne2ps_pbh(r1, r0); /* r0 in the low half */
+            _mm512_storeu_si512(dst + (size_t)p * PANEL + h, _mm512_permutexvar_epi16(inter, both));
+        }
+    }
+}
+
+/* ---- the 32×32 block: acc (32 rows of 32 floats) = strip · panel over ksteps ---- */
+
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_config;
+
+AMX_TARGET static void tiles_configure(void) {
+    tile_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+    _tile_loadconfig(&cfg);
+}
+
+AMX_TARGET static void tiles_release(void) { _tile_release(); }
+
+/* tiles 0-3: C, 4-5: the strip's two row halves, 6-7: the panel's two column halves */
+AMX_TARGET static void block_amx(float *acc, const uint16_t *a, int kp, const uint32_t *b, int ksteps) {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    size_t as = (size_t)kp * 2;
+    for (int s = 0; s < ksteps; s++) {
+        const uint16_t *ak = a + (size_t)s * KSTEP;
+        const uint32_t *bk = b + (size_t)s * (KSTEP / 2) * PANEL;
+        _tile_loadd(4, ak, as);
+        _tile_loadd(5, ak + (size_t)16 * kp, as);
+        _tile_loadd(6, bk, PANEL * 4);
+        _tile_loadd(7, bk + 16, PANEL * 4);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, acc, 128);
+    _tile_stored(1, acc + 16, 128);
+    _tile_stored(2, acc + 16 * 32, 128);
+    _tile_stored(3, acc + 16 * 32 + 16, 128);
+}
+
+static float bf16_value(uint32_t h) {
+    uint32_t u = h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* The same block in C, in TDPBF16PS's order (each pair's two products added to the sum): the
+ * packing and blocking tested where there is no AMX. */
+static void block_emulated(float *acc, const uint16_t *a, int kp, const uint32_t *b, int ksteps) {
+    for (int i = 0; i < STRIP; i++)
+        for (int c = 0; c < PANEL; c++) {
+            float s = 0.0f;
+            for (int p = 0; p < ksteps * KSTEP / 2; p++) {
+                uint32_t w = b[(size_t)p * PANEL + c];
+                s += bf16_value(a[(size_t)i * kp + 2 * p]) * bf16_value(w & 0xffff) +
+                     bf16_value(a[(size_t)i * kp + 2 * p + 1]) * bf16_value(w >> 16);
+            }
+            acc[i * 32 + c] = s;
+        }
+}
+
+/* C rows m0.., columns n0.. (mr × nr valid) = first ? alpha·acc + beta·C : C + alpha·acc */
+BF_TARGET static void store_block(const amx_job *j, const float *acc, int m0, int n0, int mr, int nr, int first) {
+    __m512 va = _mm512_set1_ps(j->alpha), vb = _mm512_set1_ps(j->beta);
+    int read_old = !first || j->beta != 0.0f, scale_old = first && j->beta != 1.0f;
+    for (int i = 0; i < mr; i++)
+        for (int h = 0; h < 32 && h < nr; h += 16) {
+            int n = nr - h > 16 ? 16 : nr - h;
+            __mmask16 m = (__mmask16)((1u << n) - 1);
+            float *p = j->C + (size_t)(m0 + i) * j->ldc + n0 + h;
+            __m512 r = _mm512_mul_ps(va, _mm512_loadu_ps(acc + i * 32 + h));
+            if (read_old) {
+                __m512 old = _mm512_maskz_loadu_ps(m, p);
+                r = scale_old ? _mm512_fmadd_ps(vb, old, r) : _mm512_add_ps(old, r);
+            }
+            _mm512_mask_storeu_ps(p, m, r);
+        }
+}
+
+/* ---- the call ---- */
+
+typedef struct {
+    const amx_job *j;
+    int kp_full, panels, strips, groups, per_group; /* panels of op(B) per task */
+    int kchunk;
+    uint32_t *bp;
+} amx_plan;
+
+static void *xalloc64(size_t bytes) {
+    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) {
+        fprintf(stderr, "trm: out of memory for GEMM work buffers\n");
+        exit(1);
+    }
+    return p;
+}
+
+/* Tasks: a 32-row strip × a group of panels, enough of them for every thread to have about
+ * four (the strip is packed once per task; a thread given the next group of the same strip
+ * keeps its packed strip). */
+static void plan_tasks(amx_plan *pl, int threads) {
+    pl->groups = 1;
+    long want = threads > 1 ? 4L * threads : 1;
+    while ((long)pl->strips * pl->groups < want && pl->groups < pl->panels) pl->groups++;
+    pl->per_group = (pl->panels + pl->groups - 1) / pl->groups;
+    pl->groups = (pl->panels + pl->per_group - 1) / pl->per_group;
+}
+
+static void run_chunk(const amx_plan *pl, int k0, int klen, int first, uint16_t *ap, float *row, float *acc,
+                      int *packed_strip) {
+    const amx_job *j = pl->j;
+    int kp = round_up(klen, KSTEP), tasks = pl->strips * pl->groups;
+#pragma omp for schedule(static)
+    for (int q = 0; q < pl->panels; q++) pack_b_panel(pl->bp + (size_t)q * (kp / 2) * PANEL, j, q, k0, klen, kp);
+    /* the barrier above: op(B) is whole before any block reads it */
+#pragma omp for schedule(dynamic)
+    for (int t = 0; t < tasks; t++) {
+        int s = t / pl->groups, g = t % pl->groups, m0 = s * STRIP;
+        if (*packed_strip != s) pack_a_strip(ap, j, m0, k0, klen, kp, row), *packed_strip = s;
+        int q1 = (g + 1) * pl->per_group < pl->panels ? (g + 1) * pl->per_group : pl->panels;
+        for (int q = g * pl->per_group; q < q1; q++) {
+            const uint32_t *b = pl->bp + (size_t)q * (kp / 2) * PANEL;
+            if (j->emulate)
+                block_emulated(acc, ap, kp, b, kp / KSTEP);
+            else
+                block_amx(acc, ap, kp, b, kp / KSTEP);
+            int n0 = q * PANEL;
+            store_block(j, acc, m0, n0, j->M - m0 < STRIP ? j->M - m0 : STRIP, j->N - n0 < PANEL ? j->N - n0 : PANEL,
+                        first);
+        }
+    }
+#pragma omp barrier
+    *packed_strip = -1; /* the next chunk of K packs its strips again */
+}
+
+int trm_gemm_amx(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                 float beta, float *C, int ldc, int threads) {
+    int mode = amx_mode();
+    if (!mode) return 0;
+    amx_job j = {ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C, mode == 2};
+    amx_plan pl = {&j, round_up(K, KSTEP), (N + PANEL - 1) / PANEL, (M + STRIP - 1) / STRIP, 1, 1, 0, NULL};
+    size_t per_k = (size_t)pl.panels * PANEL * 2; /* bytes of packed op(B) per k */
+    pl.kchunk = pl.kp_full;
+    if ((size_t)pl.kchunk * per_k > BPACK_CAP) pl.kchunk = (int)(BPACK_CAP / per_k) / KSTEP * KSTEP;
+    if (pl.kchunk < KSTEP) pl.kchunk = KSTEP;
+    plan_tasks(&pl, threads);
+    pl.bp = xalloc64((size_t)pl.kchunk * per_k);
+    int tasks = pl.strips * pl.groups, nt = threads > tasks ? tasks : threads;
+    if (nt < 1) nt = 1;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        uint16_t *ap = xalloc64((size_t)STRIP * pl.kchunk * 2);
+        float *row = xalloc64((size_t)pl.kchunk * sizeof(float)), *acc = xalloc64(32 * 32 * sizeof(float));
+        int packed_strip = -1;
+        if (!j.emulate) tiles_configure();
+        for (int k0 = 0; k0 < K; k0 += pl.kchunk)
+            run_chunk(&pl, k0, K - k0 < pl.kchunk ? K - k0 : pl.kchunk, k0 == 0, ap, row, acc, &packed_strip);
+        if (!j.emulate) tiles_release();
+        free(ap), free(row), free(acc);
+    }
+    free(pl.bp);
+    return 1;
+}
+
+#else
+
+int trm_gemm_amx(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                 float beta, float *C, int ldc, int threads) {
+    (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb;
+    (void)beta, (void)C, (void)ldc, (void)threads;
+    return 0;
+}
+int trm_gemm_amx_available(void) { return 0; }
+
+#endif
