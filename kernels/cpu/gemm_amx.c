@@ -169,13 +169,18 @@ AMX_TARGET static void tiles_configure(void) {
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
     for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
-    _tile_loadconfig(&cfg);
+    /* not _tile_loadconfig: GCC's names an 8-byte operand, so the stores filling the rest of cfg
+     * may be dropped before it; this operand is the whole struct */
+    __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
 }
 
 AMX_TARGET static void tiles_release(void) { _tile_release(); }
 
 /* tiles 0-3: C, 4-5: the strip's two row halves, 6-7: the panel's two column halves */
 AMX_TARGET static void block_amx(float *acc, const uint16_t *a, int kp, const uint32_t *b, int ksteps) {
+    /* the tile loads take their memory as addresses in registers: every store of the packing
+     * must be done before them */
+    __asm__ volatile("" ::: "memory");
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
