@@ -5,7 +5,8 @@
 # Training with 1, 2 and 3 threads (3 oversubscribes CI's 2 cores, so threads are preempted
 # mid-loop) gives the same per-step losses and the same weights bit for bit, for the token-
 # mixing MLP and attention, in float32 and in bfloat16 (trm's own bf16 GEMM where the CPU has
-# AVX512-BF16, float32 with a warning elsewhere: the same bits either way). The wait policy
+# AVX512-BF16, on AMX tiles where it has them, float32 with a warning elsewhere: the same bits
+# either way). The wait policy
 # trm chooses (passive up to 4 threads) is checked in the environment it runs with.
 set -uo pipefail
 TRM=$1 SRC=$2 GOLDEN=$3 TMP=$4
@@ -40,6 +41,9 @@ check mlp_t
 check attention "${att[@]}"
 check mlp_t_bf16 arch.forward_dtype=bfloat16
 check attention_bf16 "${att[@]}" arch.forward_dtype=bfloat16
+# the AMX path's packing and blocking (kernels/cpu/gemm_amx.c), tile products emulated, where
+# this CPU has AVX512-BF16 (the real tiles where it has AMX are the bf16 checks above)
+TRM_CPU_GEMM=amx-emulate check mlp_t_amx_emulated arch.forward_dtype=bfloat16
 
 # the wait policy trm sets for itself when the user set none (Linux: it re-executes once,
 # TRM_CPU_ENV marking the second start)

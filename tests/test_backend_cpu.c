@@ -297,6 +297,8 @@ static void amx_cases(void) {
             amx_case(&r, ta, tb, 70, 33, 64, 0.5f, 1.0f);    /* three strips, a 1-column panel */
             amx_case(&r, ta, tb, 1, 1, 1, 1.0f, 0.25f);      /* one element, K padded to 32 */
             amx_case(&r, ta, tb, 96, 96, 130, -2.0f, 0.0f);  /* whole strips and panels */
+            amx_case(&r, ta, tb, 64, 64, 96, 1.0f, 0.0f);    /* alpha 1: tiles stored into C */
+            amx_case(&r, ta, tb, 70, 64, 100, 1.0f, 1.0f);   /* tiles loaded from C, a partial strip */
         }
 }
 

@@ -99,25 +99,69 @@ BF_TARGET static inline void cvt32(uint16_t *dst, const float *src, int n) {
     _mm512_storeu_si512(dst, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 }
 
-/* Strip s of op(A): rows m0 .. m0+32 (zeros past M), k0 .. k0+klen (zeros up to kp), row-major
- * bf16 with rows kp apart. op(A) rows along memory (ta = 0) convert straight; columns (ta = 1) go
- * through a float row first. */
-BF_TARGET static void pack_a_strip(uint16_t *dst, const amx_job *j, int m0, int k0, int klen, int kp, float *row) {
-    for (int i = 0; i < STRIP; i++) {
-        uint16_t *d = dst + (size_t)i * kp;
-        int m = m0 + i;
-        if (m >= j->M) {
-            memset(d, 0, (size_t)kp * sizeof *d);
-            continue;
+/* Rows r0 (k) and r1 (k+1) of 16 values as 16 bf16 pairs, r0's in the low half of each. */
+BF_TARGET static inline __m512i pair16(__m512 r0, __m512 r1) {
+    const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                           21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    return _mm512_permutexvar_epi16(inter, (__m512i)_mm512_cvtne2ps_pbh(r1, r0));
+}
+
+/* r[i] (16 lanes of 32 bits) becomes column i: unpacks within 128-bit lanes, then lanes moved. */
+BF_TARGET static void transpose16(__m512i r[16]) {
+    __m512i t[16], u[16], v[16];
+    for (int i = 0; i < 8; i++)
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]),
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    for (int i = 0; i < 4; i++) {
+        u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm512_shuffle_i32x4(u[i], u[i + 4], 0x88);
+        v[i + 4] = _mm512_shuffle_i32x4(u[i], u[i + 4], 0xdd);
+        v[i + 8] = _mm512_shuffle_i32x4(u[i + 8], u[i + 12], 0x88);
+        v[i + 12] = _mm512_shuffle_i32x4(u[i + 8], u[i + 12], 0xdd);
+    }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_i32x4(v[i], v[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_i32x4(v[i], v[i + 8], 0xdd);
+    }
+}
+
+/* Strip of op(A): rows m0 .. m0+32 (zeros past M), k0 .. k0+klen (zeros up to kp), row-major
+ * bf16 with rows kp apart. Rows along memory (ta = 0) convert straight; where op(A)'s rows are
+ * A's columns (ta = 1, the weight gradients) 16 pairs of A's rows are read along memory, paired
+ * and transposed 16 × 16 at a time. */
+BF_TARGET static void pack_a_strip(uint16_t *dst, const amx_job *j, int m0, int k0, int klen, int kp) {
+    if (!j->ta) {
+        for (int i = 0; i < STRIP; i++) {
+            uint16_t *d = dst + (size_t)i * kp;
+            if (m0 + i >= j->M) {
+                memset(d, 0, (size_t)kp * sizeof *d);
+                continue;
+            }
+            const float *src = j->A + (size_t)(m0 + i) * j->lda + k0;
+            for (int k = 0; k < kp; k += KSTEP) cvt32(d + k, src + k, klen - k < 0 ? 0 : klen - k);
         }
-        const float *src;
-        if (j->ta) {
-            for (int k = 0; k < klen; k++) row[k] = j->A[(size_t)(k0 + k) * j->lda + m];
-            src = row;
-        } else {
-            src = j->A + (size_t)m * j->lda + k0;
+        return;
+    }
+    for (int h = 0; h < STRIP; h += 16) {
+        int n = j->M - (m0 + h) < 0 ? 0 : j->M - (m0 + h) > 16 ? 16 : j->M - (m0 + h);
+        __mmask16 m = (__mmask16)((1u << n) - 1);
+        for (int k = 0; k < kp; k += KSTEP) {
+            __m512i r[16];
+            for (int p = 0; p < 16; p++) {
+                int ka = k + 2 * p;
+                const float *a = j->A + (size_t)(k0 + ka) * j->lda + m0 + h;
+                __m512 x0 = ka < klen ? _mm512_maskz_loadu_ps(m, a) : _mm512_setzero_ps();
+                __m512 x1 = ka + 1 < klen ? _mm512_maskz_loadu_ps(m, a + j->lda) : _mm512_setzero_ps();
+                r[p] = pair16(x0, x1); /* pair p of 16 rows m */
+            }
+            transpose16(r); /* r[i]: row m0+h+i, pairs k/2 .. k/2+16 */
+            for (int i = 0; i < 16; i++) _mm512_storeu_si512(dst + (size_t)(h + i) * kp + k, r[i]);
         }
-        for (int k = 0; k < kp; k += KSTEP) cvt32(d + k, src + k, klen - k < 0 ? 0 : klen - k);
     }
 }
 
@@ -139,8 +183,6 @@ BF_TARGET static void pack_b_panel(uint32_t *dst, const amx_job *j, int q, int k
         return;
     }
     /* op(B) rows along memory: rows 2p and 2p+1 converted together and interleaved */
-    const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                                           21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     for (int p = 0; p < kp / 2; p++) {
         int k = 2 * p;
         for (int h = 0; h < PANEL; h += 16) {
@@ -150,8 +192,7 @@ BF_TARGET static void pack_b_panel(uint32_t *dst, const amx_job *j, int q, int k
                                  : _mm512_setzero_ps();
             __m512 r1 = k + 1 < klen ? _mm512_maskz_loadu_ps(m, j->B + (size_t)(k0 + k + 1) * j->ldb + n0 + h)
                                      : _mm512_setzero_ps();
-            __m512i both = (__m512i)_mm512_cvtne2ps_pbh(r1, r0); /* r0 in the low half */
-            _mm512_storeu_si512(dst + (size_t)p * PANEL + h, _mm512_permutexvar_epi16(inter, both));
+            _mm512_storeu_si512(dst + (size_t)p * PANEL + h, pair16(r0, r1));
         }
     }
 }
@@ -176,16 +217,26 @@ AMX_TARGET static void tiles_configure(void) {
 
 AMX_TARGET static void tiles_release(void) { _tile_release(); }
 
-/* tiles 0-3: C, 4-5: the strip's two row halves, 6-7: the panel's two column halves */
-AMX_TARGET static void block_amx(float *acc, const uint16_t *a, int kp, const uint32_t *b, int ksteps) {
+/* tiles 0-3: C, 4-5: the strip's two row halves, 6-7: the panel's two column halves. c: where
+ * the accumulators start from and go to (rows ldc floats apart; zeros instead of reading it
+ * when !load_c): C itself for whole blocks with alpha 1, else a 32×32 buffer. */
+AMX_TARGET static void block_amx(float *c, size_t ldc, int load_c, const uint16_t *a, int kp, const uint32_t *b,
+                                 int ksteps) {
     /* the tile loads take their memory as addresses in registers: every store of the packing
      * must be done before them */
     __asm__ volatile("" ::: "memory");
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    size_t as = (size_t)kp * 2;
+    size_t cs = ldc * sizeof(float), as = (size_t)kp * 2;
+    if (load_c) {
+        _tile_loadd(0, c, cs);
+        _tile_loadd(1, c + 16, cs);
+        _tile_loadd(2, c + 16 * ldc, cs);
+        _tile_loadd(3, c + 16 * ldc + 16, cs);
+    } else {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+    }
     for (int s = 0; s < ksteps; s++) {
         const uint16_t *ak = a + (size_t)s * KSTEP;
         const uint32_t *bk = b + (size_t)s * (KSTEP / 2) * PANEL;
@@ -198,10 +249,10 @@ AMX_TARGET static void block_amx(float *acc, const uint16_t *a, int kp, const ui
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
     }
-    _tile_stored(0, acc, 128);
-    _tile_stored(1, acc + 16, 128);
-    _tile_stored(2, acc + 16 * 32, 128);
-    _tile_stored(3, acc + 16 * 32 + 16, 128);
+    _tile_stored(0, c, cs);
+    _tile_stored(1, c + 16, cs);
+    _tile_stored(2, c + 16 * ldc, cs);
+    _tile_stored(3, c + 16 * ldc + 16, cs);
 }
 
 static float bf16_value(uint32_t h) {
@@ -211,18 +262,19 @@ static float bf16_value(uint32_t h) {
     return f;
 }
 
-/* The same block in C, in TDPBF16PS's order (each pair's two products added to the sum): the
- * packing and blocking tested where there is no AMX. */
-static void block_emulated(float *acc, const uint16_t *a, int kp, const uint32_t *b, int ksteps) {
+/* The same block in C (each pair's two products added to the sum, as TDPBF16PS does): the
+ * packing, blocking and both ways of storing tested where there is no AMX. */
+static void block_emulated(float *c, size_t ldc, int load_c, const uint16_t *a, int kp, const uint32_t *b,
+                           int ksteps) {
     for (int i = 0; i < STRIP; i++)
-        for (int c = 0; c < PANEL; c++) {
-            float s = 0.0f;
+        for (int n = 0; n < PANEL; n++) {
+            float s = load_c ? c[i * ldc + n] : 0.0f;
             for (int p = 0; p < ksteps * KSTEP / 2; p++) {
-                uint32_t w = b[(size_t)p * PANEL + c];
+                uint32_t w = b[(size_t)p * PANEL + n];
                 s += bf16_value(a[(size_t)i * kp + 2 * p]) * bf16_value(w & 0xffff) +
                      bf16_value(a[(size_t)i * kp + 2 * p + 1]) * bf16_value(w >> 16);
             }
-            acc[i * 32 + c] = s;
+            c[i * ldc + n] = s;
         }
 }
 
@@ -251,6 +303,7 @@ typedef struct {
     int kp_full, panels, strips, groups, per_group; /* panels of op(B) per task */
     int kchunk;
     uint32_t *bp;
+    uint16_t *ap; /* every strip of op(A), packed once per chunk of K; NULL: each task packs its own */
 } amx_plan;
 
 static void *xalloc64(size_t bytes) {
@@ -263,8 +316,7 @@ static void *xalloc64(size_t bytes) {
 }
 
 /* Tasks: a 32-row strip × a group of panels, enough of them for every thread to have about
- * four (the strip is packed once per task; a thread given the next group of the same strip
- * keeps its packed strip). */
+ * four. */
 static void plan_tasks(amx_plan *pl, int threads) {
     pl->groups = 1;
     long want = threads > 1 ? 4L * threads : 1;
@@ -273,31 +325,51 @@ static void plan_tasks(amx_plan *pl, int threads) {
     pl->groups = (pl->panels + pl->per_group - 1) / pl->per_group;
 }
 
-static void run_chunk(const amx_plan *pl, int k0, int klen, int first, uint16_t *ap, float *row, float *acc,
-                      int *packed_strip) {
+/* One 32×32 block of C: straight into C where the block is whole and alpha is 1 (the model's
+ * products: beta 0, or 1 to accumulate), else through acc and the general epilogue. */
+static void run_block(const amx_job *j, const uint16_t *a, int kp, const uint32_t *b, int m0, int n0, int first,
+                      float *acc) {
+    int mr = j->M - m0 < STRIP ? j->M - m0 : STRIP, nr = j->N - n0 < PANEL ? j->N - n0 : PANEL;
+    int load_c = !first || j->beta != 0.0f;
+    if (mr == STRIP && nr == PANEL && j->alpha == 1.0f && (!load_c || !first || j->beta == 1.0f)) {
+        float *c = j->C + (size_t)m0 * j->ldc + n0;
+        if (j->emulate)
+            block_emulated(c, (size_t)j->ldc, load_c, a, kp, b, kp / KSTEP);
+        else
+            block_amx(c, (size_t)j->ldc, load_c, a, kp, b, kp / KSTEP);
+        return;
+    }
+    if (j->emulate)
+        block_emulated(acc, 32, 0, a, kp, b, kp / KSTEP);
+    else
+        block_amx(acc, 32, 0, a, kp, b, kp / KSTEP);
+    store_block(j, acc, m0, n0, mr, nr, first);
+}
+
+static void run_chunk(const amx_plan *pl, int k0, int klen, int first, uint16_t *own, float *acc) {
     const amx_job *j = pl->j;
-    int kp = round_up(klen, KSTEP), tasks = pl->strips * pl->groups;
-#pragma omp for schedule(static)
-    for (int q = 0; q < pl->panels; q++) pack_b_panel(pl->bp + (size_t)q * (kp / 2) * PANEL, j, q, k0, klen, kp);
-    /* the barrier above: op(B) is whole before any block reads it */
+    int kp = round_up(klen, KSTEP), tasks = pl->strips * pl->groups, shared = pl->ap != NULL;
+    int packs = pl->panels + (shared ? pl->strips : 0), own_strip = -1;
+#pragma omp for schedule(dynamic)
+    for (int t = 0; t < packs; t++)
+        if (t < pl->panels)
+            pack_b_panel(pl->bp + (size_t)t * (kp / 2) * PANEL, j, t, k0, klen, kp);
+        else
+            pack_a_strip(pl->ap + (size_t)(t - pl->panels) * STRIP * kp, j, (t - pl->panels) * STRIP, k0, klen, kp);
+    /* the barrier above: the packed operands are whole before any block reads them */
 #pragma omp for schedule(dynamic)
     for (int t = 0; t < tasks; t++) {
         int s = t / pl->groups, g = t % pl->groups, m0 = s * STRIP;
-        if (*packed_strip != s) pack_a_strip(ap, j, m0, k0, klen, kp, row), *packed_strip = s;
+        const uint16_t *a = own;
+        if (shared)
+            a = pl->ap + (size_t)s * STRIP * kp;
+        else if (own_strip != s) /* a thread given the next group of its strip keeps it */
+            pack_a_strip(own, j, m0, k0, klen, kp), own_strip = s;
         int q1 = (g + 1) * pl->per_group < pl->panels ? (g + 1) * pl->per_group : pl->panels;
-        for (int q = g * pl->per_group; q < q1; q++) {
-            const uint32_t *b = pl->bp + (size_t)q * (kp / 2) * PANEL;
-            if (j->emulate)
-                block_emulated(acc, ap, kp, b, kp / KSTEP);
-            else
-                block_amx(acc, ap, kp, b, kp / KSTEP);
-            int n0 = q * PANEL;
-            store_block(j, acc, m0, n0, j->M - m0 < STRIP ? j->M - m0 : STRIP, j->N - n0 < PANEL ? j->N - n0 : PANEL,
-                        first);
-        }
+        for (int q = g * pl->per_group; q < q1; q++)
+            run_block(j, a, kp, pl->bp + (size_t)q * (kp / 2) * PANEL, m0, q * PANEL, first, acc);
     }
-#pragma omp barrier
-    *packed_strip = -1; /* the next chunk of K packs its strips again */
+    /* the barrier above: the next chunk of K packs into the same buffers */
 }
 
 int trm_gemm_amx(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
@@ -305,27 +377,27 @@ int trm_gemm_amx(int ta, int tb, int M, int N, int K, float alpha, const float *
     int mode = amx_mode();
     if (!mode) return 0;
     amx_job j = {ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C, mode == 2};
-    amx_plan pl = {&j, round_up(K, KSTEP), (N + PANEL - 1) / PANEL, (M + STRIP - 1) / STRIP, 1, 1, 0, NULL};
-    size_t per_k = (size_t)pl.panels * PANEL * 2; /* bytes of packed op(B) per k */
+    amx_plan pl = {&j, round_up(K, KSTEP), (N + PANEL - 1) / PANEL, (M + STRIP - 1) / STRIP, 1, 1, 0, NULL, NULL};
+    size_t b_per_k = (size_t)pl.panels * PANEL * 2, a_per_k = (size_t)pl.strips * STRIP * 2; /* bytes */
     pl.kchunk = pl.kp_full;
-    if ((size_t)pl.kchunk * per_k > BPACK_CAP) pl.kchunk = (int)(BPACK_CAP / per_k) / KSTEP * KSTEP;
+    if ((size_t)pl.kchunk * b_per_k > BPACK_CAP) pl.kchunk = (int)(BPACK_CAP / b_per_k) / KSTEP * KSTEP;
     if (pl.kchunk < KSTEP) pl.kchunk = KSTEP;
     plan_tasks(&pl, threads);
-    pl.bp = xalloc64((size_t)pl.kchunk * per_k);
+    pl.bp = xalloc64((size_t)pl.kchunk * b_per_k);
+    if ((size_t)pl.kchunk * a_per_k <= BPACK_CAP) pl.ap = xalloc64((size_t)pl.kchunk * a_per_k);
     int tasks = pl.strips * pl.groups, nt = threads > tasks ? tasks : threads;
     if (nt < 1) nt = 1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        uint16_t *ap = xalloc64((size_t)STRIP * pl.kchunk * 2);
-        float *row = xalloc64((size_t)pl.kchunk * sizeof(float)), *acc = xalloc64(32 * 32 * sizeof(float));
-        int packed_strip = -1;
+        uint16_t *own = pl.ap ? NULL : xalloc64((size_t)STRIP * pl.kchunk * 2);
+        float *acc = xalloc64(32 * 32 * sizeof(float));
         if (!j.emulate) tiles_configure();
         for (int k0 = 0; k0 < K; k0 += pl.kchunk)
-            run_chunk(&pl, k0, K - k0 < pl.kchunk ? K - k0 : pl.kchunk, k0 == 0, ap, row, acc, &packed_strip);
+            run_chunk(&pl, k0, K - k0 < pl.kchunk ? K - k0 : pl.kchunk, k0 == 0, own, acc);
         if (!j.emulate) tiles_release();
-        free(ap), free(row), free(acc);
+        free(own), free(acc);
     }
-    free(pl.bp);
+    free(pl.bp), free(pl.ap);
     return 1;
 }
 
