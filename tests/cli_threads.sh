@@ -5,9 +5,9 @@
 # Training with 1, 2 and 3 threads (3 oversubscribes CI's 2 cores, so threads are preempted
 # mid-loop) gives the same per-step losses and the same weights bit for bit, for the token-
 # mixing MLP and attention, in float32 and in bfloat16 (trm's own bf16 GEMM where the CPU has
-# AVX512-BF16, on AMX tiles where it has them, float32 with a warning elsewhere: the same bits
-# either way). The wait policy
-# trm chooses (passive up to 4 threads) is checked in the environment it runs with.
+# AVX512-BF16, AMX tiles where it has those, float32 with a warning elsewhere: whichever runs,
+# the thread count changes no bit). The wait policy trm chooses (passive up to 4 threads) is
+# checked in the environment it runs with.
 set -uo pipefail
 TRM=$1 SRC=$2 GOLDEN=$3 TMP=$4
 fail() { echo "FAIL: $*"; exit 1; }
