@@ -553,6 +553,15 @@ static void gate_up_case(trm_backend *be, tr_rng *r, int rows, int I, int K, int
     be->swiglu_bwd(be, dref, bref, dact, gref, rows, I);
     expect_same("gemm + swiglu_bwd's act", bref, aref, na);
     char what[128];
+    if (be->use_bf16 && trm_gemm_amx_available()) { /* bf16 products are AMX's: left to gemm, nothing written */
+        float *act = fnan(na), *dgu = fnan(ng);
+        ck_assert(!be->gate_up_swiglu(be, act, dgu, x, ldx, w, ldw, TRM_F32, rows, I, K));
+        ck_assert(!be->gate_up_swiglu_bwd(be, dgu, act, dact, x, ldx, w, ldw, TRM_F32, rows, I, K));
+        for (size_t i = 0; i < ng; i++) ck_assert(isnan(dgu[i]) && (i >= na || isnan(act[i])));
+        free(act), free(dgu);
+        free(x), free(w), free(dact), free(gref), free(aref), free(dref), free(bref);
+        return;
+    }
     for (int threads = 1; threads <= 3; threads += 2)
         for (int keep = 0; keep < 2; keep++) {
             float *gu = fnan(ng), *act = fnan(na), *dgu = fnan(ng);
@@ -581,7 +590,8 @@ static void gate_up_case(trm_backend *be, tr_rng *r, int rows, int I, int K, int
 
 /* Shapes: rows not a multiple of a block or a kernel tile, odd I and K, one row, strided x and
  * W, K past one packed block (256), mlp_t's K = 85, and 1000 rows of 2·256 × 128 (many blocks,
- * threaded); in fp32 and, where the CPU has AVX512-BF16, with bf16 products. */
+ * threaded); in fp32 and, where the CPU has AVX512-BF16, with bf16 products (declined where AMX
+ * does them: with real tiles, and with TRM_CPU_GEMM=amx-emulate). */
 START_TEST(test_gate_up_swiglu) {
     trm_backend *be = mk();
     if (!trm_gemm_cpu_available()) { /* the BLAS does the products: nothing is fused */
@@ -594,9 +604,12 @@ START_TEST(test_gate_up_swiglu) {
     tr_rng r = {41};
     int cases[][5] = {{100, 37, 29, 29, 29}, {1, 37, 29, 29, 29}, {1000, 256, 128, 128, 128}, {13, 5, 3, 7, 4},
                       {77, 40, 300, 301, 310}, {250, 128, 85, 85, 85}, {3, 1, 1, 1, 1}};
-    for (int bf = 0; bf < 2; bf++) {
-        trm_backend_set_bf16(be, bf);
+    const char *env = getenv("TRM_CPU_GEMM");
+    char *gemm_env = env ? strdup(env) : NULL;
+    for (int bf = 0; bf < 3; bf++) { /* fp32, bf16, bf16 with TRM_CPU_GEMM=amx-emulate */
+        trm_backend_set_bf16(be, bf > 0);
         if (bf && !be->use_bf16) break; /* no AVX512-BF16 here */
+        if (bf == 2) setenv("TRM_CPU_GEMM", "amx-emulate", 1);
         for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
             gate_up_case(be, &r, cases[k][0], cases[k][1], cases[k][2], cases[k][3], cases[k][4]);
     }
@@ -607,7 +620,11 @@ START_TEST(test_gate_up_swiglu) {
     setenv("TRM_CPU_GEMM", "blas", 1);
     ck_assert(!be->gate_up_swiglu(be, act, dgu, x, 8, w, 8, TRM_F32, 6, 4, 8));
     ck_assert(!be->gate_up_swiglu_bwd(be, dgu, act, x, x, 8, w, 8, TRM_F32, 6, 4, 8));
-    unsetenv("TRM_CPU_GEMM");
+    if (gemm_env)
+        setenv("TRM_CPU_GEMM", gemm_env, 1);
+    else
+        unsetenv("TRM_CPU_GEMM");
+    free(gemm_env);
     for (int i = 0; i < 6 * 4; i++) ck_assert(isnan(act[i]));
     for (int i = 0; i < 6 * 8; i++) ck_assert(isnan(dgu[i]));
     free(x), free(w), free(act), free(dgu);
