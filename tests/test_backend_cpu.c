@@ -1,11 +1,15 @@
 /* test_backend_cpu.c — the cpu backend against naive double-precision references written
  * here: every forward op on random inputs of awkward sizes, every backward op against
- * central differences of its reference forward, and the loss head, ACT bookkeeping and
- * optimisers against hand-computed values. */
+ * central differences of its reference forward, the fused gate/up + SwiGLU passes against
+ * the unfused ops bit for bit, and the loss head, ACT bookkeeping and optimisers against
+ * hand-computed values. */
 #include <check.h>
 
 #include "check_main.h"
 #include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -508,6 +512,122 @@ START_TEST(test_swiglu) {
     ck_assert_float_eq(out[1], 200.0f);
     ck_assert(fabsf(out[2]) < 1e-30f);
     ck_assert(isnan(out[3]));
+    be->destroy(be);
+}
+END_TEST
+
+/* ---- the fused gate/up + SwiGLU passes -------------------------------------------------------- */
+
+static void set_threads(int n) {
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+
+static float *fnan(size_t n) {
+    float *p = malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++) p[i] = NAN;
+    return p;
+}
+
+static void expect_same(const char *what, const float *got, const float *want, size_t n) {
+    if (memcmp(got, want, n * sizeof(float)) == 0) return;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(got + i, want + i, sizeof(float)))
+            ck_abort_msg("%s[%zu]: got %.9g, want %.9g (not the same bits)", what, i, got[i], want[i]);
+}
+
+/* One shape: x (rows × K, rows ldx apart, the pads random: only K columns may be read) and W
+ * (2I × K, ldw). gate_up_swiglu (gu kept or not) and gate_up_swiglu_bwd (act or not) with 1 and
+ * 3 threads must give gemm + swiglu_fwd's and gemm + swiglu_bwd's bits, computed beside them with
+ * the test's 2 threads. */
+static void gate_up_case(trm_backend *be, tr_rng *r, int rows, int I, int K, int ldx, int ldw) {
+    size_t nx = (size_t)rows * ldx, nw = (size_t)2 * I * ldw, na = (size_t)rows * I, ng = 2 * na;
+    float *x = frand(r, nx, -1, 1), *w = frand(r, nw, -0.5, 0.5), *dact = frand(r, na, -1, 1);
+    float *gref = fnan(ng), *aref = fnan(na), *dref = fnan(ng), *bref = fnan(na);
+    set_threads(2);
+    be->gemm(be, TR_F32x3, 0, 1, rows, 2 * I, K, 1.0f, x, ldx, 0, w, ldw, 0, 0.0f, gref, 2 * I, 0, 1);
+    be->swiglu_fwd(be, aref, gref, rows, I);
+    be->swiglu_bwd(be, dref, bref, dact, gref, rows, I);
+    expect_same("gemm + swiglu_bwd's act", bref, aref, na);
+    char what[128];
+    if (be->use_bf16 && trm_gemm_amx_available()) { /* bf16 products are AMX's: left to gemm, nothing written */
+        float *act = fnan(na), *dgu = fnan(ng);
+        ck_assert(!be->gate_up_swiglu(be, act, dgu, x, ldx, w, ldw, TRM_F32, rows, I, K));
+        ck_assert(!be->gate_up_swiglu_bwd(be, dgu, act, dact, x, ldx, w, ldw, TRM_F32, rows, I, K));
+        for (size_t i = 0; i < ng; i++) ck_assert(isnan(dgu[i]) && (i >= na || isnan(act[i])));
+        free(act), free(dgu);
+        free(x), free(w), free(dact), free(gref), free(aref), free(dref), free(bref);
+        return;
+    }
+    for (int threads = 1; threads <= 3; threads += 2)
+        for (int keep = 0; keep < 2; keep++) {
+            float *gu = fnan(ng), *act = fnan(na), *dgu = fnan(ng);
+            set_threads(threads);
+            snprintf(what, sizeof what, "gate_up_swiglu rows=%d I=%d K=%d ldx=%d ldw=%d threads=%d keep=%d%s", rows,
+                     I, K, ldx, ldw, threads, keep, be->use_bf16 ? " bf16" : "");
+            ck_assert_msg(be->gate_up_swiglu(be, act, keep ? gu : NULL, x, ldx, w, ldw, TRM_F32, rows, I, K),
+                          "%s: declined", what);
+            expect_same(what, act, aref, na);
+            if (keep) expect_same(what, gu, gref, ng);
+            for (size_t i = 0; i < ng; i++) ck_assert(isnan(gu[i]) || keep);
+            /* the backward: act again where asked for (keep), dgu */
+            for (size_t i = 0; i < na; i++) act[i] = NAN;
+            snprintf(what, sizeof what, "gate_up_swiglu_bwd rows=%d I=%d K=%d ldx=%d ldw=%d threads=%d act=%d%s",
+                     rows, I, K, ldx, ldw, threads, keep, be->use_bf16 ? " bf16" : "");
+            ck_assert_msg(be->gate_up_swiglu_bwd(be, dgu, keep ? act : NULL, dact, x, ldx, w, ldw, TRM_F32, rows, I,
+                                                 K),
+                          "%s: declined", what);
+            expect_same(what, dgu, dref, ng);
+            if (keep) expect_same(what, act, aref, na);
+            free(gu), free(act), free(dgu);
+        }
+    set_threads(2);
+    free(x), free(w), free(dact), free(gref), free(aref), free(dref), free(bref);
+}
+
+/* Shapes: rows not a multiple of a block or a kernel tile, odd I and K, one row, strided x and
+ * W, K past one packed block (256), mlp_t's K = 85, and 1000 rows of 2·256 × 128 (many blocks,
+ * threaded); in fp32 and, where the CPU has AVX512-BF16, with bf16 products (declined where AMX
+ * does them: with real tiles, and with TRM_CPU_GEMM=amx-emulate). */
+START_TEST(test_gate_up_swiglu) {
+    trm_backend *be = mk();
+    if (!trm_gemm_cpu_available()) { /* the BLAS does the products: nothing is fused */
+        ck_assert_ptr_nonnull(be->gate_up_swiglu);
+        float x[4] = {1, 2, 3, 4}, w[8] = {1, 1, 1, 1, 1, 1, 1, 1}, act[2] = {NAN, NAN};
+        ck_assert(!be->gate_up_swiglu(be, act, NULL, x, 2, w, 2, TRM_F32, 2, 1, 2));
+        be->destroy(be);
+        return;
+    }
+    tr_rng r = {41};
+    int cases[][5] = {{100, 37, 29, 29, 29}, {1, 37, 29, 29, 29}, {1000, 256, 128, 128, 128}, {13, 5, 3, 7, 4},
+                      {77, 40, 300, 301, 310}, {250, 128, 85, 85, 85}, {3, 1, 1, 1, 1}};
+    const char *env = getenv("TRM_CPU_GEMM");
+    char *gemm_env = env ? strdup(env) : NULL;
+    for (int bf = 0; bf < 3; bf++) { /* fp32, bf16, bf16 with TRM_CPU_GEMM=amx-emulate */
+        trm_backend_set_bf16(be, bf > 0);
+        if (bf && !be->use_bf16) break; /* no AVX512-BF16 here */
+        if (bf == 2) setenv("TRM_CPU_GEMM", "amx-emulate", 1);
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+            gate_up_case(be, &r, cases[k][0], cases[k][1], cases[k][2], cases[k][3], cases[k][4]);
+    }
+    trm_backend_set_bf16(be, 0);
+    /* declined, nothing written: bf16 weights (the cpu backend keeps none), and TRM_CPU_GEMM=blas */
+    float *x = frand(&r, 6 * 8, -1, 1), *w = frand(&r, 8 * 8, -1, 1), *act = fnan(6 * 4), *dgu = fnan(6 * 8);
+    ck_assert(!be->gate_up_swiglu(be, act, NULL, x, 8, w, 8, TRM_BF16, 6, 4, 8));
+    setenv("TRM_CPU_GEMM", "blas", 1);
+    ck_assert(!be->gate_up_swiglu(be, act, dgu, x, 8, w, 8, TRM_F32, 6, 4, 8));
+    ck_assert(!be->gate_up_swiglu_bwd(be, dgu, act, x, x, 8, w, 8, TRM_F32, 6, 4, 8));
+    if (gemm_env)
+        setenv("TRM_CPU_GEMM", gemm_env, 1);
+    else
+        unsetenv("TRM_CPU_GEMM");
+    free(gemm_env);
+    for (int i = 0; i < 6 * 4; i++) ck_assert(isnan(act[i]));
+    for (int i = 0; i < 6 * 8; i++) ck_assert(isnan(dgu[i]));
+    free(x), free(w), free(act), free(dgu);
     be->destroy(be);
 }
 END_TEST
@@ -1354,6 +1474,7 @@ static Suite *backend_cpu_suite(void) {
     tcase_add_test(tc, test_add_axpy_transpose);
     tcase_add_test(tc, test_rmsnorm);
     tcase_add_test(tc, test_swiglu);
+    tcase_add_test(tc, test_gate_up_swiglu);
     tcase_add_test(tc, test_rope);
     tcase_add_test(tc, test_attention);
     tcase_add_test(tc, test_bias);

@@ -107,6 +107,8 @@ void cpu_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
                 M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+int cpu_own_gemm_threads(void) { return own_gemm() ? (in_parallel() ? 1 : max_threads()) : 0; }
+
 static void cpu_gemm(trm_backend *be, trm_gemm_dt dt, int ta, int tb, int M, int N, int K, float alpha,
                      const void *Av, int lda, int64_t sA, const void *Bv, int ldb, int64_t sB,
                      float beta, void *Cv, int ldc, int64_t sC, int batch) {
@@ -216,10 +218,11 @@ trm_backend *trm_cpu_backend_create(int index, trm_err *e) {
     be->caps = (trm_caps)TRM_CAPS_CPU;
     trm_cpu_caps_here(&be->caps);
     be->ctx = xcalloc(1, sizeof(cpu_ctx));
-    /* the op table from backend.h's lists: the required ops, memory info, and the collectives
-     * where MPI is built in; the fused, bf16-activation and compile groups stay NULL */
+    /* the op table from backend.h's lists: the required ops, the fused gate/up + SwiGLU passes
+     * (swiglu.c; they decline where trm's own GEMM does not run), memory info, and the
+     * collectives where MPI is built in; the bf16-activation and compile groups stay NULL */
 #define CPU_OP(op) be->op = cpu_##op;
-    TRM_OPS_REQUIRED(CPU_OP) TRM_OPS_MEM_INFO(CPU_OP)
+    TRM_OPS_REQUIRED(CPU_OP) TRM_OPS_FUSED(CPU_OP) TRM_OPS_MEM_INFO(CPU_OP)
 #ifdef TRM_HAVE_MPI
     TRM_OPS_DISTRIBUTED(CPU_OP)
 #endif

@@ -106,6 +106,10 @@ float *cpu_scratch(trm_backend *be, size_t floats);
 void cpu_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc, int bf16);
 
+/* The threads trm's own GEMM (gemm_cpu.c) runs a product on from here (1 inside a parallel
+ * region), or 0 where it does not do the products (not built, or TRM_CPU_GEMM=blas). */
+int cpu_own_gemm_threads(void);
+
 /* ---- the ops of the table (trm/backend/backend.h), by family ------------------------------- */
 
 /* elementwise.c */
@@ -126,6 +130,10 @@ void cpu_rmsnorm_bwd(trm_backend *be, void *dxv, const void *dyv, const void *yv
 void cpu_swiglu_fwd(trm_backend *be, void *outv, const void *guv, int rows, int I);
 void cpu_swiglu_bwd(trm_backend *be, void *dguv, void *outv, const void *doutv, const void *guv,
                     int rows, int I);
+int cpu_gate_up_swiglu(trm_backend *be, void *act, void *gu, const void *x, int ldx, const void *W, int ldw,
+                       int wdt, int rows, int I, int K);
+int cpu_gate_up_swiglu_bwd(trm_backend *be, void *dgu, void *act, const void *dact, const void *x, int ldx,
+                           const void *W, int ldw, int wdt, int rows, int I, int K);
 
 /* rope.c */
 void cpu_rope_fwd(trm_backend *be, void *qkv, const float *cos, const float *sin, int B,

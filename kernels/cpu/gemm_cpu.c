@@ -6,7 +6,9 @@
  * packs its own operands and never waits for another, and each output element is summed in
  * the same order whatever the thread count, so results do not depend on OMP_NUM_THREADS. With
  * bf16 (forward_dtype=bfloat16 on a CPU with AVX512-BF16) both operands are rounded to bf16 as
- * they are packed and summed in fp32, as the cuda backend's tensor cores do. */
+ * they are packed and summed in fp32, as the cuda backend's tensor cores do. trm_gemm_cpu_rows
+ * runs A·Bᵀ by blocks of whole rows and hands each block on, still in cache, to a callback (the
+ * fused gate/up + SwiGLU passes of swiglu.c). */
 #include "gemm_cpu.h"
 
 #include <stdint.h>
@@ -354,6 +356,65 @@ void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float 
 int trm_gemm_cpu_available(void) { return 1; }
 int trm_gemm_cpu_bf16(void) { return pick_arch().bf16 != NULL; }
 
+/* ---- whole rows handed on: trm_gemm_cpu_rows ---- */
+
+/* Floats of C one row block may span: with its packed A it stays in L2 for the callback. */
+#define ROWS_CAP ((size_t)128 << 10)
+
+/* Each block is one task of trm_gemm_cpu (run_block over all N columns, from the op(B) packed
+ * once and shared), into C's rows or the thread's scratch; an element's sum is the same
+ * wherever its block starts, so the bits equal trm_gemm_cpu's with alpha 1 and beta 0. */
+int trm_gemm_cpu_rows(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
+                      int threads, int bf16, trm_gemm_rows_fn done, void *ctx) {
+    arch arch_here = pick_arch();
+    gemm_job j = {0, 1, M, N, K, lda, ldb, ldc, 1.0f, 0.0f, A, B, C};
+    plan pl = {&j, &arch_here, 0, N, 0, 1, round_up(N, arch_here.nr), bf16 && arch_here.bf16, NULL};
+    if (M < 1 || N < 1 || K < 1 || (size_t)K * pl.npad > BPACK_CAP) return 0; /* op(B) packed whole or not at all */
+    if (bf16 && trm_gemm_amx_available()) return 0; /* trm_gemm_cpu's bf16 products are AMX's there */
+    /* rows as trm_gemm_cpu's blocks (≤ 96), fewer while a block would pass ROWS_CAP or the
+     * threads would have under three blocks each, then evened out */
+    int mr = arch_here.mr, m = round_up(M < 96 ? M : 96, mr);
+    while (m > mr && (size_t)m * N > ROWS_CAP) m -= mr;
+    long want = threads > 1 ? 3L * threads : 1;
+    while (m > mr && (M + m - 1) / m < want) m = round_up(m / 2, mr);
+    int mb = (M + m - 1) / m;
+    pl.mc = round_up((M + mb - 1) / mb, mr);
+    pl.mb = (M + pl.mc - 1) / pl.mc;
+    int sld = round_up(N, 16) + 16; /* scratch rows: 64-byte aligned, not 4 KiB apart */
+    pl.bp = aligned_alloc(64, (size_t)round_up((int)((size_t)K * pl.npad), 16) * sizeof(float));
+    if (!pl.bp) {
+        fprintf(stderr, "trm: out of memory for GEMM work buffers\n");
+        exit(1);
+    }
+    int nt = threads > pl.mb ? pl.mb : threads;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        float *ap = aligned_alloc(64, (size_t)pl.mc * KC * sizeof(float));
+        float *sc = C ? NULL : aligned_alloc(64, (size_t)pl.mc * sld * sizeof(float));
+        if (!ap || (!C && !sc)) {
+            fprintf(stderr, "trm: out of memory for GEMM work buffers\n");
+            exit(1);
+        }
+        pack_b_chunk(&pl, 0, K); /* ends with a barrier */
+        gemm_job tj = j; /* this thread's block: A and C from its first row */
+        plan tp = pl;
+        tp.j = &tj;
+#pragma omp for schedule(dynamic)
+        for (int t = 0; t < pl.mb; t++) {
+            int m0 = t * pl.mc, mc = M - m0 < pl.mc ? M - m0 : pl.mc;
+            tj.A = A + (size_t)m0 * lda;
+            tj.C = C ? C + (size_t)m0 * ldc : sc;
+            tj.ldc = C ? ldc : sld;
+            run_block(&tp, 0, mc, 0, N, 0, K, ap);
+            done(ctx, m0, mc, tj.C, tj.ldc);
+        }
+        free(ap);
+        free(sc);
+    }
+    free(pl.bp);
+    return 1;
+}
+
 #else /* not x86-64: the BLAS does every product */
 
 void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
@@ -365,5 +426,11 @@ void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float 
 }
 int trm_gemm_cpu_available(void) { return 0; }
 int trm_gemm_cpu_bf16(void) { return 0; }
+int trm_gemm_cpu_rows(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
+                      int threads, int bf16, trm_gemm_rows_fn done, void *ctx) {
+    (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)C, (void)ldc, (void)threads, (void)bf16;
+    (void)done, (void)ctx;
+    return 0;
+}
 
 #endif

@@ -1,5 +1,6 @@
 /* gemm_cpu.h — trm's own fp32 GEMM for the cpu backend (x86-64: AVX-512 or AVX2, chosen at run
- * time; elsewhere the BLAS does the products and trm_gemm_cpu_available() says 0). */
+ * time; elsewhere the BLAS does the products and trm_gemm_cpu_available() says 0), and the same
+ * products by blocks of whole rows handed to a callback (trm_gemm_cpu_rows). */
 #ifndef TRM_GEMM_CPU_H
 #define TRM_GEMM_CPU_H
 
@@ -17,5 +18,17 @@ int trm_gemm_cpu_bf16(void); /* the CPU has AVX512-BF16 (and TRM_CPU_GEMM does n
 int trm_gemm_amx(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
                  float beta, float *C, int ldc, int threads);
 int trm_gemm_amx_available(void);
+
+/* Receives rows r0 .. r0+nrows of C (row i at c + i·ldc), on the thread that computed them. */
+typedef void (*trm_gemm_rows_fn)(void *ctx, int r0, int nrows, const float *c, int ldc);
+/* C = A·Bᵀ for A (M×K, lda) and B (N×K, ldb), by blocks of whole rows, each block handed to
+ * `done` while in cache: written into C (ldc) or, where C is NULL, into a scratch of the thread
+ * that computed it (valid during the call). The same bits as trm_gemm_cpu(0, 1, …, alpha 1,
+ * beta 0) for any thread count; `done` runs once per block, concurrently on `threads` OpenMP
+ * threads (it must not start parallel regions itself). Returns 0, having done nothing, where it
+ * does not run: no own GEMM here, bf16 products where AMX takes them (trm_gemm_cpu hands those to
+ * trm_gemm_amx, whose sums run in another order), K < 1, or B too large to pack whole. */
+int trm_gemm_cpu_rows(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
+                      int threads, int bf16, trm_gemm_rows_fn done, void *ctx);
 
 #endif

@@ -1,43 +1,95 @@
 /* swiglu.c — SwiGLU on the [gate | up] GEMM output (rows × 2I → rows × I) and its backward, in
- * PyTorch's formulas, with the sigmoid's exp from cpu.h's vectorised exp. */
+ * PyTorch's formulas, with the sigmoid's exp from cpu.h's vectorised exp; and the optional fused
+ * ops gate_up_swiglu / gate_up_swiglu_bwd, which run the same row math on blocks of the gate/up
+ * product (gemm_cpu.c's trm_gemm_cpu_rows) while they are in cache, so that the product reaches
+ * memory only where it is kept. */
 #include "cpu.h"
+#include "gemm_cpu.h"
+
+/* One row: o = silu(g)·u. */
+static inline void swiglu_fwd_row(float *restrict o, const float *restrict g, const float *restrict u, int I) {
+    exp_affine(o, g, I, -1.0f, 0.0f);
+    for (int i = 0; i < I; i++) o[i] = (g[i] / (1.0f + o[i])) * u[i];
+}
+
+/* One row of the backward (PyTorch): du = dout·silu(g); dg = (dout·u)·σ·(1 + g·(1 − σ)); o (if
+ * not NULL) the forward's output as swiglu_fwd_row computes it, in a loop of its own so that both
+ * loops stay vectorised. */
+static inline void swiglu_bwd_row(float *restrict dg, float *restrict o, const float *restrict d,
+                                  const float *restrict g, int I) {
+    const float *restrict u = g + I;
+    float *restrict du = dg + I;
+    exp_affine(du, g, I, -1.0f, 0.0f);
+    if (o)
+        for (int i = 0; i < I; i++) o[i] = (g[i] / (1.0f + du[i])) * u[i];
+    for (int i = 0; i < I; i++) {
+        float e = 1.0f + du[i];
+        float sig = 1.0f / e;
+        du[i] = d[i] * (g[i] / e);
+        dg[i] = d[i] * u[i] * sig * (1.0f + g[i] * (1.0f - sig));
+    }
+}
 
 void cpu_swiglu_fwd(trm_backend *be, void *outv, const void *guv, int rows, int I) {
     float *out = outv;
     const float *gu = guv;
 #pragma omp parallel for schedule(guided) if ((size_t)rows * I >= PAR_MIN)
     for (int r = 0; r < rows; r++) {
-        const float *restrict g = gu + (size_t)r * 2 * I;
-        const float *restrict u = g + I;
-        float *restrict o = out + (size_t)r * I;
-        exp_affine(o, g, I, -1.0f, 0.0f);
-        for (int i = 0; i < I; i++) o[i] = (g[i] / (1.0f + o[i])) * u[i];
+        const float *g = gu + (size_t)r * 2 * I;
+        swiglu_fwd_row(out + (size_t)r * I, g, g + I, I);
     }
 }
 
-/* PyTorch: du = dout·silu(g); dg = (dout·u)·σ·(1 + g·(1 − σ)). */
 void cpu_swiglu_bwd(trm_backend *be, void *dguv, void *outv, const void *doutv, const void *guv,
                     int rows, int I) {
     float *dgu = dguv, *out = outv;
     const float *dout = doutv, *gu = guv;
 #pragma omp parallel for schedule(guided) if ((size_t)rows * I >= PAR_MIN)
-    for (int r = 0; r < rows; r++) {
-        const float *restrict g = gu + (size_t)r * 2 * I;
-        const float *restrict u = g + I;
-        const float *restrict d = dout + (size_t)r * I;
-        float *restrict dg = dgu + (size_t)r * 2 * I;
-        float *restrict du = dg + I;
-        exp_affine(du, g, I, -1.0f, 0.0f);
-        if (out) { /* the forward's output as cpu_swiglu_fwd computes it; a loop of its own, so
-                    * that both loops stay vectorised */
-            float *restrict o = out + (size_t)r * I;
-            for (int i = 0; i < I; i++) o[i] = (g[i] / (1.0f + du[i])) * u[i];
-        }
-        for (int i = 0; i < I; i++) {
-            float e = 1.0f + du[i];
-            float sig = 1.0f / e;
-            du[i] = d[i] * (g[i] / e);
-            dg[i] = d[i] * u[i] * sig * (1.0f + g[i] * (1.0f - sig));
-        }
+    for (int r = 0; r < rows; r++)
+        swiglu_bwd_row(dgu + (size_t)r * 2 * I, out ? out + (size_t)r * I : NULL, dout + (size_t)r * I,
+                       gu + (size_t)r * 2 * I, I);
+}
+
+/* ---- fused with the gate/up product ------------------------------------------------------ */
+
+typedef struct {
+    float *act, *dgu; /* act: the forward's output (the backward's may be NULL); dgu: the backward's */
+    const float *dact;
+    int I;
+} gate_up_rows;
+
+static void fwd_rows(void *ctx, int r0, int nrows, const float *gu, int ld) {
+    const gate_up_rows *a = ctx;
+    for (int r = 0; r < nrows; r++) {
+        const float *g = gu + (size_t)r * ld;
+        swiglu_fwd_row(a->act + (size_t)(r0 + r) * a->I, g, g + a->I, a->I);
     }
+}
+
+static void bwd_rows(void *ctx, int r0, int nrows, const float *gu, int ld) {
+    const gate_up_rows *a = ctx;
+    for (int r = 0; r < nrows; r++) {
+        size_t row = (size_t)(r0 + r);
+        swiglu_bwd_row(a->dgu + row * 2 * a->I, a->act ? a->act + row * a->I : NULL, a->dact + row * a->I,
+                       gu + (size_t)r * ld, a->I);
+    }
+}
+
+/* The product is the one cpu_gemm would run (cpu_own_gemm_threads threads, bf16 as the backend
+ * says), so the bits equal gemm then swiglu_fwd / swiglu_bwd. Declined (0): fp32 weights only
+ * (the cpu backend has no others), and where trm's own GEMM does not do the products. */
+int cpu_gate_up_swiglu(trm_backend *be, void *act, void *gu, const void *x, int ldx, const void *W, int ldw,
+                       int wdt, int rows, int I, int K) {
+    int threads = cpu_own_gemm_threads();
+    if (wdt != TRM_F32 || !threads) return 0;
+    gate_up_rows a = {act, NULL, NULL, I};
+    return trm_gemm_cpu_rows(rows, 2 * I, K, x, ldx, W, ldw, gu, 2 * I, threads, be->use_bf16, fwd_rows, &a);
+}
+
+int cpu_gate_up_swiglu_bwd(trm_backend *be, void *dgu, void *act, const void *dact, const void *x, int ldx,
+                           const void *W, int ldw, int wdt, int rows, int I, int K) {
+    int threads = cpu_own_gemm_threads();
+    if (wdt != TRM_F32 || !threads) return 0;
+    gate_up_rows a = {act, dgu, dact, I};
+    return trm_gemm_cpu_rows(rows, 2 * I, K, x, ldx, W, ldw, NULL, 0, threads, be->use_bf16, bwd_rows, &a);
 }

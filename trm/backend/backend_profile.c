@@ -143,7 +143,7 @@ static void w_destroy(trm_backend *b) {
         for (int i = 0; i < OP_COUNT; i++)
             if (p->calls[i] >= 0 && (best < 0 || p->seconds[i] > p->seconds[best])) best = i;
         if (best < 0 || p->calls[best] == 0) break;
-        fprintf(stderr, "  %-16s %8.3f s %5.1f%%  %8ld calls", op_names[best], p->seconds[best],
+        fprintf(stderr, "  %-18s %8.3f s %5.1f%%  %8ld calls", op_names[best], p->seconds[best],
                 100.0 * p->seconds[best] / (total > 0 ? total : 1), p->calls[best]);
         if (best == OP_gemm) fprintf(stderr, "  %.1f GFLOP/s", p->gemm_flops / (p->seconds[best] + 1e-12) / 1e9);
         fputc('\n', stderr);
