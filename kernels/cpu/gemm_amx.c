@@ -4,20 +4,20 @@
  * 16×32 by a 32×16 bf16 block: 16 times the work of an AVX-512 VDPBF16PS, so the products of a
  * bf16 step stop being the step's bound where the CPU has AMX.
  *
- * Layout: op(B) is packed once per call, shared by the threads, in panels of 32 columns with k in
- * pairs (AMX's "VNNI" layout: a tile row is 16 columns × one pair); each task packs its 32-row
- * strip of op(A) row by row (a tile row is 32 consecutive k) and computes 32×32 blocks with four
- * accumulator tiles, two A tiles and two B tiles (all eight). K is padded with zeros to a multiple
- * of 32. Each output element is summed over k in one fixed order by one thread, so results do not
- * depend on the thread count; where op(B) would not fit BPACK_CAP its K is cut into fixed chunks,
- * each added to C in order.
+ * Layout: both operands are packed once per call and shared by the threads: op(B) in panels of
+ * 32 columns with k in pairs (AMX's "VNNI" layout: a tile row is 16 columns × one pair), op(A)
+ * in strips of 32 rows, row by row (a tile row is 32 consecutive k; where all strips would not
+ * fit PACK_CAP, each task packs its own). A task computes 32×32 blocks with four accumulator
+ * tiles, two A tiles and two B tiles (all eight). K is padded with zeros to a multiple of 32.
+ * Each output element is summed over k in one fixed order by one thread, so results do not
+ * depend on the thread count; where op(B) would not fit PACK_CAP its K is cut into fixed
+ * chunks, each added to C in order.
  *
  * TRM_CPU_GEMM=amx-emulate runs the same packing and blocking with the tile product done in C
  * (tests exercise the layout on machines without AMX); TRM_CPU_AMX=0 keeps AVX512-BF16. */
 #include "gemm_cpu.h"
 
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,7 +33,7 @@
 #define KSTEP 32                    /* k per tile product */
 #define PANEL 32                    /* columns of op(B) per packed panel: two B tiles */
 #define STRIP 32                    /* rows of op(A) per packed strip: two A tiles */
-#define BPACK_CAP ((size_t)32 << 20) /* bytes of packed op(B) per chunk of K */
+#define PACK_CAP ((size_t)32 << 20) /* bytes of a packed operand per chunk of K */
 
 typedef struct {
     int ta, tb, M, N, K, lda, ldb, ldc;
@@ -91,10 +91,12 @@ int trm_gemm_amx_available(void) { return amx_mode() != 0; }
 
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
+/* The first n of 16 lanes (none for n ≤ 0, all for n ≥ 16). */
+static inline __mmask16 lanes(int n) { return n <= 0 ? 0 : n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1); }
+
 /* n floats (n ≤ 32) of src as bf16 at dst, zeros up to 32: two vector conversions. */
 BF_TARGET static inline void cvt32(uint16_t *dst, const float *src, int n) {
-    __mmask16 m0 = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
-    __mmask16 m1 = n >= 32 ? 0xffff : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1);
+    __mmask16 m0 = lanes(n), m1 = lanes(n - 16);
     __m512 lo = _mm512_maskz_loadu_ps(m0, src), hi = _mm512_maskz_loadu_ps(m1, src + 16);
     _mm512_storeu_si512(dst, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 }
@@ -148,8 +150,7 @@ BF_TARGET static void pack_a_strip(uint16_t *dst, const amx_job *j, int m0, int 
         return;
     }
     for (int h = 0; h < STRIP; h += 16) {
-        int n = j->M - (m0 + h) < 0 ? 0 : j->M - (m0 + h) > 16 ? 16 : j->M - (m0 + h);
-        __mmask16 m = (__mmask16)((1u << n) - 1);
+        __mmask16 m = lanes(j->M - (m0 + h));
         for (int k = 0; k < kp; k += KSTEP) {
             __m512i r[16];
             for (int p = 0; p < 16; p++) {
@@ -186,8 +187,7 @@ BF_TARGET static void pack_b_panel(uint32_t *dst, const amx_job *j, int q, int k
     for (int p = 0; p < kp / 2; p++) {
         int k = 2 * p;
         for (int h = 0; h < PANEL; h += 16) {
-            int n = cols - h < 0 ? 0 : cols - h > 16 ? 16 : cols - h;
-            __mmask16 m = (__mmask16)((1u << n) - 1);
+            __mmask16 m = lanes(cols - h);
             __m512 r0 = k < klen ? _mm512_maskz_loadu_ps(m, j->B + (size_t)(k0 + k) * j->ldb + n0 + h)
                                  : _mm512_setzero_ps();
             __m512 r1 = k + 1 < klen ? _mm512_maskz_loadu_ps(m, j->B + (size_t)(k0 + k + 1) * j->ldb + n0 + h)
@@ -284,8 +284,7 @@ BF_TARGET static void store_block(const amx_job *j, const float *acc, int m0, in
     int read_old = !first || j->beta != 0.0f, scale_old = first && j->beta != 1.0f;
     for (int i = 0; i < mr; i++)
         for (int h = 0; h < 32 && h < nr; h += 16) {
-            int n = nr - h > 16 ? 16 : nr - h;
-            __mmask16 m = (__mmask16)((1u << n) - 1);
+            __mmask16 m = lanes(nr - h);
             float *p = j->C + (size_t)(m0 + i) * j->ldc + n0 + h;
             __m512 r = _mm512_mul_ps(va, _mm512_loadu_ps(acc + i * 32 + h));
             if (read_old) {
@@ -306,15 +305,6 @@ typedef struct {
     uint16_t *ap; /* every strip of op(A), packed once per chunk of K; NULL: each task packs its own */
 } amx_plan;
 
-static void *xalloc64(size_t bytes) {
-    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!p) {
-        fprintf(stderr, "trm: out of memory for GEMM work buffers\n");
-        exit(1);
-    }
-    return p;
-}
-
 /* Tasks: a 32-row strip × a group of panels, enough of them for every thread to have about
  * four. */
 static void plan_tasks(amx_plan *pl, int threads) {
@@ -331,7 +321,7 @@ static void run_block(const amx_job *j, const uint16_t *a, int kp, const uint32_
                       float *acc) {
     int mr = j->M - m0 < STRIP ? j->M - m0 : STRIP, nr = j->N - n0 < PANEL ? j->N - n0 : PANEL;
     int load_c = !first || j->beta != 0.0f;
-    if (mr == STRIP && nr == PANEL && j->alpha == 1.0f && (!load_c || !first || j->beta == 1.0f)) {
+    if (mr == STRIP && nr == PANEL && j->alpha == 1.0f && (!first || j->beta == 0.0f || j->beta == 1.0f)) {
         float *c = j->C + (size_t)m0 * j->ldc + n0;
         if (j->emulate)
             block_emulated(c, (size_t)j->ldc, load_c, a, kp, b, kp / KSTEP);
@@ -380,17 +370,17 @@ int trm_gemm_amx(int ta, int tb, int M, int N, int K, float alpha, const float *
     amx_plan pl = {&j, round_up(K, KSTEP), (N + PANEL - 1) / PANEL, (M + STRIP - 1) / STRIP, 1, 1, 0, NULL, NULL};
     size_t b_per_k = (size_t)pl.panels * PANEL * 2, a_per_k = (size_t)pl.strips * STRIP * 2; /* bytes */
     pl.kchunk = pl.kp_full;
-    if ((size_t)pl.kchunk * b_per_k > BPACK_CAP) pl.kchunk = (int)(BPACK_CAP / b_per_k) / KSTEP * KSTEP;
+    if ((size_t)pl.kchunk * b_per_k > PACK_CAP) pl.kchunk = (int)(PACK_CAP / b_per_k) / KSTEP * KSTEP;
     if (pl.kchunk < KSTEP) pl.kchunk = KSTEP;
     plan_tasks(&pl, threads);
-    pl.bp = xalloc64((size_t)pl.kchunk * b_per_k);
-    if ((size_t)pl.kchunk * a_per_k <= BPACK_CAP) pl.ap = xalloc64((size_t)pl.kchunk * a_per_k);
+    pl.bp = trm_gemm_buffer((size_t)pl.kchunk * b_per_k);
+    if ((size_t)pl.kchunk * a_per_k <= PACK_CAP) pl.ap = trm_gemm_buffer((size_t)pl.kchunk * a_per_k);
     int tasks = pl.strips * pl.groups, nt = threads > tasks ? tasks : threads;
     if (nt < 1) nt = 1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        uint16_t *own = pl.ap ? NULL : xalloc64((size_t)STRIP * pl.kchunk * 2);
-        float *acc = xalloc64(32 * 32 * sizeof(float));
+        uint16_t *own = pl.ap ? NULL : trm_gemm_buffer((size_t)STRIP * pl.kchunk * 2);
+        float *acc = trm_gemm_buffer(32 * 32 * sizeof(float));
         if (!j.emulate) tiles_configure();
         for (int k0 = 0; k0 < K; k0 += pl.kchunk)
             run_chunk(&pl, k0, K - k0 < pl.kchunk ? K - k0 : pl.kchunk, k0 == 0, own, acc);

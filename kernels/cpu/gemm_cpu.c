@@ -16,6 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+void *trm_gemm_buffer(size_t bytes) {
+    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) {
+        fprintf(stderr, "trm: out of memory for GEMM work buffers\n");
+        exit(1);
+    }
+    return p;
+}
+
 #if defined(__x86_64__) && !defined(TRM_NO_OWN_GEMM)
 #include <immintrin.h>
 #ifdef _OPENMP
@@ -299,8 +308,10 @@ static void run_block(const plan *pl, int m0, int mc, int n0, int nc, int kc0, i
 /* Block sizes: rows a multiple of the kernel's, columns of its width, as large as cache allows
  * (96 × 512 for a block of K), then split until every thread has about three, and evened out
  * so no block is a sliver. */
+#define MC_MAX 96 /* rows of a block of C */
+
 static void choose_blocks(int M, int N, int threads, const arch *a, int *mc, int *nc) {
-    int m = round_up(M < 96 ? M : 96, a->mr), n = round_up(N < 512 ? N : 512, a->nr);
+    int m = round_up(M < MC_MAX ? M : MC_MAX, a->mr), n = round_up(N < 512 ? N : 512, a->nr);
     long want = threads > 1 ? 3L * threads : 1;
     while ((long)((M + m - 1) / m) * ((N + n - 1) / n) < want && (n > a->nr || m > a->mr)) {
         if ((m > 2 * a->mr && m >= n / 4) || n <= a->nr)
@@ -326,19 +337,11 @@ void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float 
         kchunk = (int)(BPACK_CAP / pl.npad) / KC * KC;
         if (kchunk < KC) kchunk = KC;
     }
-    pl.bp = aligned_alloc(64, (size_t)round_up((int)((size_t)kchunk * pl.npad), 16) * sizeof(float));
-    if (!pl.bp) {
-        fprintf(stderr, "trm: out of memory for GEMM work buffers\n");
-        exit(1);
-    }
+    pl.bp = trm_gemm_buffer((size_t)kchunk * pl.npad * sizeof(float));
     int tasks = pl.mb * pl.nb, nt = threads > tasks ? tasks : threads;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        float *ap = aligned_alloc(64, (size_t)pl.mc * KC * sizeof(float));
-        if (!ap) { /* a few hundred KiB per thread: nothing else could run either */
-            fprintf(stderr, "trm: out of memory for GEMM work buffers\n");
-            exit(1);
-        }
+        float *ap = trm_gemm_buffer((size_t)pl.mc * KC * sizeof(float)); /* a few hundred KiB a thread */
         for (int kc0 = 0; kc0 < K; kc0 += kchunk) {
             int klen = K - kc0 < kchunk ? K - kc0 : kchunk;
             pack_b_chunk(&pl, kc0, klen); /* ends with a barrier: B is whole before use */
@@ -371,9 +374,9 @@ int trm_gemm_cpu_rows(int M, int N, int K, const float *A, int lda, const float 
     plan pl = {&j, &arch_here, 0, N, 0, 1, round_up(N, arch_here.nr), bf16 && arch_here.bf16, NULL};
     if (M < 1 || N < 1 || K < 1 || (size_t)K * pl.npad > BPACK_CAP) return 0; /* op(B) packed whole or not at all */
     if (bf16 && trm_gemm_amx_available()) return 0; /* trm_gemm_cpu's bf16 products are AMX's there */
-    /* rows as trm_gemm_cpu's blocks (≤ 96), fewer while a block would pass ROWS_CAP or the
+    /* rows as trm_gemm_cpu's blocks (≤ MC_MAX), fewer while a block would pass ROWS_CAP or the
      * threads would have under three blocks each, then evened out */
-    int mr = arch_here.mr, m = round_up(M < 96 ? M : 96, mr);
+    int mr = arch_here.mr, m = round_up(M < MC_MAX ? M : MC_MAX, mr);
     while (m > mr && (size_t)m * N > ROWS_CAP) m -= mr;
     long want = threads > 1 ? 3L * threads : 1;
     while (m > mr && (M + m - 1) / m < want) m = round_up(m / 2, mr);
@@ -381,20 +384,12 @@ int trm_gemm_cpu_rows(int M, int N, int K, const float *A, int lda, const float 
     pl.mc = round_up((M + mb - 1) / mb, mr);
     pl.mb = (M + pl.mc - 1) / pl.mc;
     int sld = round_up(N, 16) + 16; /* scratch rows: 64-byte aligned, not 4 KiB apart */
-    pl.bp = aligned_alloc(64, (size_t)round_up((int)((size_t)K * pl.npad), 16) * sizeof(float));
-    if (!pl.bp) {
-        fprintf(stderr, "trm: out of memory for GEMM work buffers\n");
-        exit(1);
-    }
+    pl.bp = trm_gemm_buffer((size_t)K * pl.npad * sizeof(float));
     int nt = threads > pl.mb ? pl.mb : threads;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        float *ap = aligned_alloc(64, (size_t)pl.mc * KC * sizeof(float));
-        float *sc = C ? NULL : aligned_alloc(64, (size_t)pl.mc * sld * sizeof(float));
-        if (!ap || (!C && !sc)) {
-            fprintf(stderr, "trm: out of memory for GEMM work buffers\n");
-            exit(1);
-        }
+        float *ap = trm_gemm_buffer((size_t)pl.mc * KC * sizeof(float));
+        float *sc = C ? NULL : trm_gemm_buffer((size_t)pl.mc * sld * sizeof(float));
         pack_b_chunk(&pl, 0, K); /* ends with a barrier */
         gemm_job tj = j; /* this thread's block: A and C from its first row */
         plan tp = pl;

@@ -4,6 +4,8 @@
 #ifndef TRM_GEMM_CPU_H
 #define TRM_GEMM_CPU_H
 
+#include <stddef.h>
+
 /* C = alpha·op(A)·op(B) + beta·C, row-major, (M×K)(K×N); beta = 0 never reads C. K ≥ 1.
  * `threads` > 1 runs it on that many OpenMP threads (call it with 1 inside a parallel region).
  * Each element's sum has the same order for every thread count. bf16: operands rounded to
@@ -12,6 +14,10 @@ void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float 
                   float beta, float *C, int ldc, int threads, int bf16);
 int trm_gemm_cpu_available(void);
 int trm_gemm_cpu_bf16(void); /* the CPU has AVX512-BF16 (and TRM_CPU_GEMM does not say avx2) */
+
+/* A 64-byte aligned work buffer of at least `bytes` for the GEMMs' packed operands; out of
+ * memory ends the process with one message (nothing else could run either). */
+void *trm_gemm_buffer(size_t bytes);
 
 /* kernels/cpu/gemm_amx.c: the bf16 product (arguments as trm_gemm_cpu's) on AMX tiles; returns 0,
  * having done nothing, where the CPU or OS has no AMX (or TRM_CPU_AMX=0). */
