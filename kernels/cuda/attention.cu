@@ -709,9 +709,10 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_q_wg_kernel(bf16 *dqkv, co
 __host__ __device__ __forceinline__ int fk_tp(int T) { return (T + FK_T - 1) / FK_T * FK_T; }
 #define FK_SLD 40 /* floats a row of a staged dQᵀ part: rows 160 bytes apart keep the stores conflict-free */
 #define FK_STG (FA_D * FK_SLD)
+/* DQ: 0, 1 or 2 (the dQ buffers are the same for 1 and 2) */
 #define FK_SMEM(WG, DQ)                                                                                             \
-    ((FW_NS * 2 * FK_TILE + 2 * (WG) * FW_TILE + (DQ) * (WG) * FK_TILE) * 2 + FW_NS * 2 * FK_T * 4 +                \
-     (DQ) * 2 * (WG) * FK_STG * 4 + 1024)
+    ((FW_NS * 2 * FK_TILE + 2 * (WG) * FW_TILE + !!(DQ) * (WG) * FK_TILE) * 2 + FW_NS * 2 * FK_T * 4 +              \
+     !!(DQ) * 2 * (WG) * FK_STG * 4 + 1024)
 
 #if defined(TRM_WGMMA)
 __device__ __forceinline__ void fk_fetch(bf16 *sQO, float *sLD, const bf16 *Q, const bf16 *dO, const float *Lr,
@@ -786,6 +787,37 @@ template <int WG> __device__ __forceinline__ void fk_dq_reduce(float *acc, const
         red_add_v4(acc + (size_t)r * Tp + j * FK_T + c4, v);
     }
 }
+/* DQ = 2, where one block holds every key of the head: the WG staged parts of query tile j are
+ * the whole dQᵀ of its queries, so their sum goes out scaled, in bf16, straight into the q
+ * columns of dqkv (dq: the head's first row there, ld apart) — no accumulator to zero, no
+ * reductions and no conversion pass. The same sum in the same order as DQ = 1's, so the same
+ * bits. A lane per query (conflict-free reads down a staged column), 8 d a store. */
+template <int WG>
+__device__ __forceinline__ void fk_dq_write(bf16 *dq, size_t ld, const float *stg, int j, int T, float scale) {
+    for (int i = threadIdx.x; i < FK_T * FA_D / 8; i += 128 * WG) {
+        int c = i & (FK_T - 1), d0 = (i / FK_T) * 8, q = j * FK_T + c;
+        if (q >= T) continue;
+        float v[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            v[e] = stg[(d0 + e) * FK_SLD + c];
+#pragma unroll
+            for (int x = 1; x < WG; x++) v[e] += stg[x * FK_STG + (d0 + e) * FK_SLD + c];
+        }
+        uint4 o = {pack_bf16(v[0] * scale, v[1] * scale), pack_bf16(v[2] * scale, v[3] * scale),
+                   pack_bf16(v[4] * scale, v[5] * scale), pack_bf16(v[6] * scale, v[7] * scale)};
+        *reinterpret_cast<uint4 *>(dq + (size_t)q * ld + d0) = o;
+    }
+}
+/* tile j's dQ parts out: summed into the accumulator (DQ = 1) or written (DQ = 2) */
+template <int WG, int DQ>
+__device__ __forceinline__ void fk_dq_out(float *acc, bf16 *dq, size_t ld, const float *stg, int j, int Tp, int T,
+                                          float scale) {
+    if constexpr (DQ == 2)
+        fk_dq_write<WG>(dq, ld, stg, j, T, scale);
+    else
+        fk_dq_reduce<WG>(acc, stg, j, Tp);
+}
 #endif
 
 template <int WG, int DQ>
@@ -797,13 +829,14 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, f
     bf16 *sQO = (bf16 *)(((uintptr_t)fw_raw + 1023) & ~(uintptr_t)1023);
     bf16 *sK = sQO + FW_NS * 2 * FK_TILE, *sV = sK + WG * FW_TILE; /* swizzled, 64 rows a warpgroup */
     bf16 *sDS = sV + WG * FW_TILE;                                  /* DQ: a warpgroup's dSᵀ tile */
-    float *sLD = (float *)(sDS + DQ * WG * FK_TILE);
+    float *sLD = (float *)(sDS + !!DQ * WG * FK_TILE);
     float *sStg = sLD + FW_NS * 2 * FK_T; /* DQ: two tiles' staged dQ parts, one a warpgroup */
     int h = blockIdx.y, b = blockIdx.z, wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3;
     int k0 = blockIdx.x * 64 * WG, r0 = k0 + wg * 64 + w * 16;
     auto [ld, ldo, Q, K, V, dO, Lr, Dr] = fb_head(q16, o16, lse, dr, T, H, b, h);
     int n = (T + FK_T - 1) / FK_T, Tp = fk_tp(T);
-    float *acc = DQ ? dqacc + ((size_t)b * H + h) * FA_D * Tp : nullptr; /* the head's dQᵀ (64 × Tp) */
+    float *acc = DQ == 1 ? dqacc + ((size_t)b * H + h) * FA_D * Tp : nullptr; /* the head's dQᵀ (64 × Tp) */
+    bf16 *dq = dqkv + (size_t)b * T * ld + h * FA_D;                            /* DQ = 2: its dQ rows */
     fw_fetch(sK, K, ld, k0, T, 64 * WG);
     fw_fetch(sV, V, ld, k0, T, 64 * WG);
     fk_fetch(sQO, sLD, Q, dO, Lr, Dr, ld, ldo, 0, T);
@@ -841,7 +874,7 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, f
         if constexpr (DQ) fk_tn(dqt, kt, dsd);
         wg_commit();
         if constexpr (DQ)
-            if (it >= 2) fk_dq_reduce<WG>(acc, sStg + (it & 1) * WG * FK_STG, it - 2, Tp);
+            if (it >= 2) fk_dq_out<WG, DQ>(acc, dq, ld, sStg + (it & 1) * WG * FK_STG, it - 2, Tp, T, scale);
         wg_wait<1>(); /* Sᵀ and dPᵀ; the previous tile's dV and dK (and dQ) products run on */
         wg_fence_f(st), wg_fence_f(dpt);
         const float *sl = sLD + (it % FW_NS) * 2 * FK_T;
@@ -864,14 +897,14 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, f
     if constexpr (DQ) fk_tn(dqt, kt, dsd);
     wg_commit();
     if constexpr (DQ)
-        if (n >= 2) fk_dq_reduce<WG>(acc, sStg + (n & 1) * WG * FK_STG, n - 2, Tp);
+        if (n >= 2) fk_dq_out<WG, DQ>(acc, dq, ld, sStg + (n & 1) * WG * FK_STG, n - 2, Tp, T, scale);
     wg_wait<0>();
     wg_fence_f(dk), wg_fence_f(dv), wg_fence_u(pa), wg_fence_u(da);
     if constexpr (DQ) {
         wg_fence_f(dqt);
         fk_dq_stage(sStg + (((n - 1) & 1) * WG + wg) * FK_STG, dqt);
         __syncthreads();
-        fk_dq_reduce<WG>(acc, sStg + ((n - 1) & 1) * WG * FK_STG, n - 1, Tp);
+        fk_dq_out<WG, DQ>(acc, dq, ld, sStg + ((n - 1) & 1) * WG * FK_STG, n - 1, Tp, T, scale);
     }
     if (r0 < T) {
         fa_store(dqkv + (size_t)b * T * ld + (H + h) * FA_D, ld, r0, T, dk, scale, scale);
@@ -1092,9 +1125,6 @@ __global__ void __launch_bounds__(128) flash_bwd_q_kernel(bf16 *dqkv, const bf16
     }
 }
 
-size_t k_flash_dq_bytes(int B, int T, int H) {
-    return (size_t)B * H * FA_D * fk_tp(T) * sizeof(float);
-}
 
 int k_flash_ok(const void *a, const void *b, int hd) {
     return hd == FA_D && aligned16(a) && aligned16(b);
@@ -1104,10 +1134,13 @@ int k_flash_ok(const void *a, const void *b, int hd) {
 static dim3 wg_grid(int T, int WG, int H, int B) { return dim3((unsigned)((T + 64 * WG - 1) / (64 * WG)), (unsigned)H, (unsigned)B); }
 /* three warpgroups (192 keys) a block unless that pads T further than 128-key blocks do (T = 97:
  * 192 against 128 rows; T = 916: 960 against 1024) */
+static int fk_wg(int T) { return (T + 191) / 192 * 192 <= (T + 127) / 128 * 128 ? 3 : 2; }
+/* the one-pass backward needs no dQ accumulator where one block holds every key (T = 97) */
+static int fk_one_block(int T) { return T <= 64 * fk_wg(T); }
 template <int DQ>
 static void fk_launch(cudaStream_t st, bf16 *dqkv, float *dqacc, const bf16 *q, const bf16 *o, const float *lse,
                       const float *dr, int B, int T, int H, float scale) {
-    if ((T + 191) / 192 * 192 <= (T + 127) / 128 * 128)
+    if (fk_wg(T) == 3)
         flash_bwd_kv_wg_kernel<3, DQ><<<wg_grid(T, 3, H, B), 128 * 3, FK_SMEM(3, DQ), st>>>(
             dqkv, dqacc, q, o, lse, dr, T, H, scale * LOG2E, scale);
     else
@@ -1115,12 +1148,17 @@ static void fk_launch(cudaStream_t st, bf16 *dqkv, float *dqacc, const bf16 *q, 
             dqkv, dqacc, q, o, lse, dr, T, H, scale * LOG2E, scale);
 }
 
+size_t k_flash_dq_bytes(int B, int T, int H) {
+    return fk_one_block(T) ? 0 : (size_t)B * H * FA_D * fk_tp(T) * sizeof(float);
+}
+
 int k_flash_wgmma(void) {
 #if defined(TRM_CUDA_SM90A)
     if (!device_sm90()) return 0;
     if (smem_limit(flash_fwd_wg_kernel<FW_WG>, FW_SMEM(FW_WG)) && smem_limit(flash_bwd_q_wg_kernel<FW_WG>, FQ_SMEM(FW_WG)) &&
         smem_limit(flash_bwd_kv_wg_kernel<2, 0>, FK_SMEM(2, 0)) && smem_limit(flash_bwd_kv_wg_kernel<3, 0>, FK_SMEM(3, 0)) &&
-        smem_limit(flash_bwd_kv_wg_kernel<2, 1>, FK_SMEM(2, 1)) && smem_limit(flash_bwd_kv_wg_kernel<3, 1>, FK_SMEM(3, 1)))
+        smem_limit(flash_bwd_kv_wg_kernel<2, 1>, FK_SMEM(2, 1)) && smem_limit(flash_bwd_kv_wg_kernel<3, 1>, FK_SMEM(3, 1)) &&
+        smem_limit(flash_bwd_kv_wg_kernel<2, 2>, FK_SMEM(2, 2)) && smem_limit(flash_bwd_kv_wg_kernel<3, 2>, FK_SMEM(3, 2)))
         return 1;
     cudaGetLastError(); /* fall back to mma.sync without leaving the error queued */
     return 0;
@@ -1140,14 +1178,18 @@ void k_flash_fwd(cudaStream_t st, int wgmma, void *out, float *lse, const void *
     flash_fwd_kernel<<<grid, 32 * FA_FWD_WARPS, 0, st>>>((bf16 *)out, lse, (const bf16 *)qkv, T, H, LOG2E / sqrtf((float)FA_D));
 }
 
-void k_flash_bwd(cudaStream_t st, int wgmma, void *dqkv, float *dqacc, const void *dout, const void *qkv,
-                 const float *lse, const float *dr, int B, int T, int H) {
+void k_flash_bwd(cudaStream_t st, int wgmma, int one_pass, void *dqkv, float *dqacc, const void *dout,
+                 const void *qkv, const float *lse, const float *dr, int B, int T, int H) {
     dim3 grid((unsigned)((T + FB_ROWS - 1) / FB_ROWS), (unsigned)H, (unsigned)B);
     float scale = 1.0f / sqrtf((float)FA_D);
     const bf16 *q = (const bf16 *)qkv, *o = (const bf16 *)dout;
     bf16 *dq = (bf16 *)dqkv;
     if (wgmma) {
-        if (dqacc) { /* one pass, dQ summed into dqacc (zeroed by the caller), then written out */
+        if (one_pass && fk_one_block(T)) { /* one pass, dQ written by the block that holds every key */
+            fk_launch<2>(st, dq, nullptr, q, o, lse, dr, B, T, H, scale);
+            return;
+        }
+        if (one_pass) { /* one pass, dQ summed into dqacc (zeroed by the caller), then written out */
             fk_launch<1>(st, dq, dqacc, q, o, lse, dr, B, T, H, scale);
             dim3 cg((unsigned)((T + 63) / 64), (unsigned)H, (unsigned)B);
             flash_dq_convert_kernel<<<cg, 256, 0, st>>>(dq, dqacc, T, H, scale);

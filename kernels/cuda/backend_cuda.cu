@@ -426,12 +426,13 @@ static void cuda_attention_bwd(trm_backend *b, void *dqkv, const void *dout, con
     k_att_rowdot(ST(b), DT(b), dr, dout, out, B, T, H, hd);
     if (DT(b) == TRM_BF16 && k_flash_ok(qkv, dout, hd) && k_flash_ok(dqkv, out, hd)) {
         float *dqacc = NULL;
-        if (CTX(b)->wgmma && !CTX(b)->deterministic) {
-            size_t n = k_flash_dq_bytes(B, T, H);
+        int one_pass = CTX(b)->wgmma && !CTX(b)->deterministic;
+        size_t n = one_pass ? k_flash_dq_bytes(B, T, H) : 0;
+        if (n) {
             dqacc = (float *)scratch(b, SCR_ATT_DQ, n);
             CK(cudaMemsetAsync(dqacc, 0, n, ST(b)));
         }
-        k_flash_bwd(ST(b), CTX(b)->wgmma, dqkv, dqacc, dout, qkv, lse, dr, B, T, H);
+        k_flash_bwd(ST(b), CTX(b)->wgmma, one_pass, dqkv, dqacc, dout, qkv, lse, dr, B, T, H);
         return;
     }
     size_t e = trm_act_size(b);

@@ -147,11 +147,12 @@ void k_att_ds(cudaStream_t st, float *dP, const float *P, const float *dr, int B
 int k_flash_ok(const void *a, const void *b, int hd);
 int k_flash_wgmma(void); /* 1: the device and this build run the sm_90a (wgmma) attention kernels */
 void k_flash_fwd(cudaStream_t st, int wgmma, void *out, float *lse, const void *qkv, int B, int T, int H);
-/* dqacc: NULL for the deterministic two passes, else a zeroed buffer of k_flash_dq_bytes
- * through which the one-pass backward (wgmma only) sums dQ */
+/* one_pass (wgmma only; else the deterministic two passes): dqacc is a zeroed buffer of
+ * k_flash_dq_bytes through which the backward sums dQ, or NULL where that is 0 (one block holds
+ * every key of a head and writes its dQ itself) */
 size_t k_flash_dq_bytes(int B, int T, int H);
-void k_flash_bwd(cudaStream_t st, int wgmma, void *dqkv, float *dqacc, const void *dout, const void *qkv,
-                 const float *lse, const float *dr, int B, int T, int H);
+void k_flash_bwd(cudaStream_t st, int wgmma, int one_pass, void *dqkv, float *dqacc, const void *dout,
+                 const void *qkv, const float *lse, const float *dr, int B, int T, int H);
 
 void k_embed_fwd(cudaStream_t st, int dt, void *out, const trm_embed_args *a);
 /* work: (chunks × V × D) floats, chunks = k_embed_tok_chunks(rows) */
