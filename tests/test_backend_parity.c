@@ -692,6 +692,18 @@ static void run_att_bwd(trm_backend *b, float *dqkv, const float *dout, const fl
     dm_free(&m);
 }
 
+/* attention_bwd_rope: the backward with RoPE's transpose rotation of dq and dk (tables cs, sn) */
+static void run_att_bwd_rope(trm_backend *b, float *dqkv, const float *dout, const float *qkv, const float *out,
+                             const float *lse, const float *cs, const float *sn, int B, int T, int H, int hd) {
+    dmem m = {.b = b};
+    size_t no = (size_t)B * T * H * hd, nl = (size_t)B * H * T, nt = (size_t)T * hd * sizeof(float);
+    void *d = nan_act(&m, 3 * no);
+    b->attention_bwd_rope(b, d, upa(&m, dout, no), upa(&m, qkv, 3 * no), upa(&m, out, no),
+                          up(&m, lse, nl * sizeof(float)), up(&m, cs, nt), up(&m, sn, nt), B, T, H, hd);
+    downa(&m, dqkv, d, 3 * no);
+    dm_free(&m);
+}
+
 /* dims: n cases of {B, T, H, hd}; the device side on bf16 activations when bf16 is set (cuda:
  * the fused kernels for head dim 64), the reference always fp32 on the same rounded inputs. */
 static void attention_cases(int bf16, const int (*dims)[4], int ncases, double tol, double tol_grad) {
@@ -737,6 +749,17 @@ static void attention_cases(int bf16, const int (*dims)[4], int ncases, double t
             snprintf(wp, sizeof wp, "%s d%c", what, "qkv"[part]);
             expect_abs(wp, gq[1], gq[0], no, tol_grad * gmax);
             free(gq[0]), free(gq[1]);
+        }
+        /* the fused backward + RoPE (cuda: rotated inside the flash kernels) against the
+         * reference's two passes, where the device has it */
+        if (p.dev->attention_bwd_rope && p.ref->attention_bwd_rope) {
+            float *cs = frand(&r, (size_t)T * hd, -1, 1), *sn = frand(&r, (size_t)T * hd, -1, 1);
+            for (int s = 0; s < 2; s++)
+                run_att_bwd_rope(s ? p.dev : p.ref, g[s], dout, qkv, o[0], l[0], cs, sn, B, T, H, hd);
+            snprintf(what, sizeof what, "attention_bwd_rope%s B=%d T=%d H=%d hd=%d", bf16 ? " bf16" : "", B, T, H,
+                     hd);
+            expect_rel(what, g[1], g[0], 3 * no, tol_grad);
+            free(cs), free(sn);
         }
         free(qkv), free(dout);
         for (int s = 0; s < 2; s++) free(o[s]), free(l[s]), free(g[s]);

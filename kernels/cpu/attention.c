@@ -132,3 +132,12 @@ void cpu_attention_bwd(trm_backend *be, void *dqkvv, const void *doutv, const vo
         for (int k = 0; k < tasks; k++) att_bwd_task(&d, dqkv, dout, qkv, out, lse, k, buf);
     }
 }
+
+/* The backward and RoPE's transpose rotation of dq and dk: two passes here, as the model would
+ * run them (the op exists for backends that rotate on the way out). */
+void cpu_attention_bwd_rope(trm_backend *be, void *dqkv, const void *dout, const void *qkv,
+                            const void *out, const float *lse, const float *cos,
+                            const float *sin, int B, int T, int H, int hd) {
+    cpu_attention_bwd(be, dqkv, dout, qkv, out, lse, B, T, H, hd);
+    cpu_rope_bwd(be, dqkv, cos, sin, B, T, H, hd);
+}

@@ -146,6 +146,9 @@ void cpu_attention_fwd(trm_backend *be, void *outv, float *lse, const void *qkvv
                        int T, int H, int hd);
 void cpu_attention_bwd(trm_backend *be, void *dqkvv, const void *doutv, const void *qkvv,
                        const void *outv, const float *lse, int B, int T, int H, int hd);
+void cpu_attention_bwd_rope(trm_backend *be, void *dqkv, const void *dout, const void *qkv,
+                            const void *out, const float *lse, const float *cos,
+                            const float *sin, int B, int T, int H, int hd);
 
 /* embed.c */
 void cpu_embed_fwd(trm_backend *be, void *outv, const trm_embed_args *a);

@@ -198,6 +198,31 @@ __device__ __forceinline__ void fa_store(bf16 *dst, size_t ld, int row0, int T, 
     }
 }
 
+/* fa_store of a head's gradient (dK) with the rotary embedding's transpose rotation applied
+ * on the way (cs, sn: fp32 (T × 64) tables, row = position): columns c and c + 32 are C
+ * fragments j and j + 4 of the same thread, so the pair meets in registers and is rounded to
+ * bf16 once. */
+__device__ __forceinline__ void fa_store_rope(bf16 *dst, size_t ld, int row0, int T, float acc[8][4], float s,
+                                              const float *cs, const float *sn) {
+    int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++) {
+        int r = row0 + g + 8 * hf;
+        if (r >= T) continue;
+        const float *c = cs + (size_t)r * FA_D, *n = sn + (size_t)r * FA_D;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int k = j * 8 + 2 * t;
+            float a0 = acc[j][2 * hf] * s, a1 = acc[j][2 * hf + 1] * s;
+            float b0 = acc[j + 4][2 * hf] * s, b1 = acc[j + 4][2 * hf + 1] * s;
+            *reinterpret_cast<uint32_t *>(dst + (size_t)r * ld + k) =
+                pack_bf16(a0 * c[k] + b0 * n[k + 32], a1 * c[k + 1] + b1 * n[k + 33]);
+            *reinterpret_cast<uint32_t *>(dst + (size_t)r * ld + k + 32) =
+                pack_bf16(b0 * c[k + 32] - a0 * n[k], b1 * c[k + 33] - a1 * n[k + 1]);
+        }
+    }
+}
+
 /* What a backward block of (sample b, head h) reads: q, k, v rows of the bf16 (B, T, 3H, 64)
  * qkv (ld apart), dO rows of the (B, T, H, 64) output gradient (ldo apart), and the (B, H, T)
  * lse and rowsum(dO∘O). */
@@ -793,28 +818,42 @@ template <int WG> __device__ __forceinline__ void fk_dq_reduce(float *acc, const
  * reductions and no conversion pass. The same sum in the same order as DQ = 1's, so the same
  * bits. A lane per query (conflict-free reads down a staged column), 8 d a store. */
 template <int WG>
-__device__ __forceinline__ void fk_dq_write(bf16 *dq, size_t ld, const float *stg, int j, int T, float scale) {
-    for (int i = threadIdx.x; i < FK_T * FA_D / 8; i += 128 * WG) {
+__device__ __forceinline__ void fk_dq_write(bf16 *dq, size_t ld, const float *stg, int j, int T, float scale,
+                                            const float *cs, const float *sn) {
+    for (int i = threadIdx.x; i < FK_T * FA_D / 16; i += 128 * WG) {
         int c = i & (FK_T - 1), d0 = (i / FK_T) * 8, q = j * FK_T + c;
         if (q >= T) continue;
-        float v[8];
+        float v[8], u[8]; /* d0 + e and its rotary partner d0 + 32 + e */
 #pragma unroll
         for (int e = 0; e < 8; e++) {
-            v[e] = stg[(d0 + e) * FK_SLD + c];
+            v[e] = stg[(d0 + e) * FK_SLD + c], u[e] = stg[(d0 + 32 + e) * FK_SLD + c];
 #pragma unroll
-            for (int x = 1; x < WG; x++) v[e] += stg[x * FK_STG + (d0 + e) * FK_SLD + c];
+            for (int x = 1; x < WG; x++)
+                v[e] += stg[x * FK_STG + (d0 + e) * FK_SLD + c], u[e] += stg[x * FK_STG + (d0 + 32 + e) * FK_SLD + c];
+            v[e] *= scale, u[e] *= scale;
         }
-        uint4 o = {pack_bf16(v[0] * scale, v[1] * scale), pack_bf16(v[2] * scale, v[3] * scale),
-                   pack_bf16(v[4] * scale, v[5] * scale), pack_bf16(v[6] * scale, v[7] * scale)};
+        if (cs) { /* the rotary embedding's transpose rotation, rounded once */
+            const float *cr = cs + (size_t)q * FA_D, *sr = sn + (size_t)q * FA_D;
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                int k = d0 + e;
+                float a = v[e], b = u[e];
+                v[e] = a * cr[k] + b * sr[k + 32];
+                u[e] = b * cr[k + 32] - a * sr[k];
+            }
+        }
+        uint4 o = {pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3]), pack_bf16(v[4], v[5]), pack_bf16(v[6], v[7])};
+        uint4 o2 = {pack_bf16(u[0], u[1]), pack_bf16(u[2], u[3]), pack_bf16(u[4], u[5]), pack_bf16(u[6], u[7])};
         *reinterpret_cast<uint4 *>(dq + (size_t)q * ld + d0) = o;
+        *reinterpret_cast<uint4 *>(dq + (size_t)q * ld + d0 + 32) = o2;
     }
 }
 /* tile j's dQ parts out: summed into the accumulator (DQ = 1) or written (DQ = 2) */
 template <int WG, int DQ>
 __device__ __forceinline__ void fk_dq_out(float *acc, bf16 *dq, size_t ld, const float *stg, int j, int Tp, int T,
-                                          float scale) {
+                                          float scale, const float *cs, const float *sn) {
     if constexpr (DQ == 2)
-        fk_dq_write<WG>(dq, ld, stg, j, T, scale);
+        fk_dq_write<WG>(dq, ld, stg, j, T, scale, cs, sn);
     else
         fk_dq_reduce<WG>(acc, stg, j, Tp);
 }
@@ -823,7 +862,8 @@ __device__ __forceinline__ void fk_dq_out(float *acc, bf16 *dq, size_t ld, const
 template <int WG, int DQ>
 __global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, float *dqacc, const bf16 *q16,
                                                                    const bf16 *o16, const float *lse, const float *dr,
-                                                                   int T, int H, float sl2, float scale) {
+                                                                   int T, int H, float sl2, float scale,
+                                                                   const float *rcs, const float *rsn) {
 #if defined(TRM_WGMMA)
     extern __shared__ unsigned char fw_raw[];
     bf16 *sQO = (bf16 *)(((uintptr_t)fw_raw + 1023) & ~(uintptr_t)1023);
@@ -874,7 +914,7 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, f
         if constexpr (DQ) fk_tn(dqt, kt, dsd);
         wg_commit();
         if constexpr (DQ)
-            if (it >= 2) fk_dq_out<WG, DQ>(acc, dq, ld, sStg + (it & 1) * WG * FK_STG, it - 2, Tp, T, scale);
+            if (it >= 2) fk_dq_out<WG, DQ>(acc, dq, ld, sStg + (it & 1) * WG * FK_STG, it - 2, Tp, T, scale, rcs, rsn);
         wg_wait<1>(); /* Sᵀ and dPᵀ; the previous tile's dV and dK (and dQ) products run on */
         wg_fence_f(st), wg_fence_f(dpt);
         const float *sl = sLD + (it % FW_NS) * 2 * FK_T;
@@ -897,17 +937,20 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, f
     if constexpr (DQ) fk_tn(dqt, kt, dsd);
     wg_commit();
     if constexpr (DQ)
-        if (n >= 2) fk_dq_out<WG, DQ>(acc, dq, ld, sStg + (n & 1) * WG * FK_STG, n - 2, Tp, T, scale);
+        if (n >= 2) fk_dq_out<WG, DQ>(acc, dq, ld, sStg + (n & 1) * WG * FK_STG, n - 2, Tp, T, scale, rcs, rsn);
     wg_wait<0>();
     wg_fence_f(dk), wg_fence_f(dv), wg_fence_u(pa), wg_fence_u(da);
     if constexpr (DQ) {
         wg_fence_f(dqt);
         fk_dq_stage(sStg + (((n - 1) & 1) * WG + wg) * FK_STG, dqt);
         __syncthreads();
-        fk_dq_out<WG, DQ>(acc, dq, ld, sStg + ((n - 1) & 1) * WG * FK_STG, n - 1, Tp, T, scale);
+        fk_dq_out<WG, DQ>(acc, dq, ld, sStg + ((n - 1) & 1) * WG * FK_STG, n - 1, Tp, T, scale, rcs, rsn);
     }
     if (r0 < T) {
-        fa_store(dqkv + (size_t)b * T * ld + (H + h) * FA_D, ld, r0, T, dk, scale, scale);
+        if (rcs) /* dK rotated back by the rotary embedding's transpose (rcs: its tables, or NULL) */
+            fa_store_rope(dqkv + (size_t)b * T * ld + (H + h) * FA_D, ld, r0, T, dk, scale, rcs, rsn);
+        else
+            fa_store(dqkv + (size_t)b * T * ld + (H + h) * FA_D, ld, r0, T, dk, scale, scale);
         fa_store(dqkv + (size_t)b * T * ld + (2 * H + h) * FA_D, ld, r0, T, dv, 1.f, 1.f);
     }
 #else
@@ -917,7 +960,8 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, f
 
 /* dQ of the one-pass backward: the fp32 (B, H, 64, Tp) accumulator, scaled and transposed
  * through shared memory, into the bf16 q columns of dqkv (B, T, 3H, 64); 64 queries a block */
-__global__ void __launch_bounds__(256) flash_dq_convert_kernel(bf16 *dqkv, const float *acc, int T, int H, float scale) {
+__global__ void __launch_bounds__(256) flash_dq_convert_kernel(bf16 *dqkv, const float *acc, int T, int H, float scale,
+                                                               const float *rcs, const float *rsn) {
     __shared__ float s[FA_D][65];
     int h = blockIdx.y, b = blockIdx.z, t0 = blockIdx.x * 64, Tp = fk_tp(T);
     const float *src = acc + ((size_t)b * H + h) * FA_D * Tp;
@@ -930,8 +974,18 @@ __global__ void __launch_bounds__(256) flash_dq_convert_kernel(bf16 *dqkv, const
     for (int i = threadIdx.x; i < 64 * 8; i += blockDim.x) {
         int tt = i >> 3, c = (i & 7) * 8;
         if (t0 + tt >= T) break;
-        uint4 o = {pack_bf16(s[c][tt], s[c + 1][tt]), pack_bf16(s[c + 2][tt], s[c + 3][tt]),
-                   pack_bf16(s[c + 4][tt], s[c + 5][tt]), pack_bf16(s[c + 6][tt], s[c + 7][tt])};
+        float v[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++) v[e] = s[c + e][tt];
+        if (rcs) { /* the rotary embedding's transpose rotation: d pairs with d ± 32 */
+            const float *cr = rcs + (size_t)(t0 + tt) * FA_D, *sr = rsn + (size_t)(t0 + tt) * FA_D;
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                int k = c + e;
+                v[e] = k < 32 ? v[e] * cr[k] + s[k + 32][tt] * sr[k + 32] : v[e] * cr[k] - s[k - 32][tt] * sr[k - 32];
+            }
+        }
+        uint4 o = {pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3]), pack_bf16(v[4], v[5]), pack_bf16(v[6], v[7])};
         *reinterpret_cast<uint4 *>(dqkv + ((size_t)b * T + t0 + tt) * 3 * H * FA_D + h * FA_D + c) = o;
     }
 }
@@ -1139,13 +1193,14 @@ static int fk_wg(int T) { return (T + 191) / 192 * 192 <= (T + 127) / 128 * 128 
 static int fk_one_block(int T) { return T <= 64 * fk_wg(T); }
 template <int DQ>
 static void fk_launch(cudaStream_t st, bf16 *dqkv, float *dqacc, const bf16 *q, const bf16 *o, const float *lse,
-                      const float *dr, int B, int T, int H, float scale) {
+                      const float *dr, int B, int T, int H, float scale, const float *rcs = nullptr,
+                      const float *rsn = nullptr) {
     if (fk_wg(T) == 3)
         flash_bwd_kv_wg_kernel<3, DQ><<<wg_grid(T, 3, H, B), 128 * 3, FK_SMEM(3, DQ), st>>>(
-            dqkv, dqacc, q, o, lse, dr, T, H, scale * LOG2E, scale);
+            dqkv, dqacc, q, o, lse, dr, T, H, scale * LOG2E, scale, rcs, rsn);
     else
         flash_bwd_kv_wg_kernel<2, DQ><<<wg_grid(T, 2, H, B), 128 * 2, FK_SMEM(2, DQ), st>>>(
-            dqkv, dqacc, q, o, lse, dr, T, H, scale * LOG2E, scale);
+            dqkv, dqacc, q, o, lse, dr, T, H, scale * LOG2E, scale, rcs, rsn);
 }
 
 size_t k_flash_dq_bytes(int B, int T, int H) {
@@ -1178,30 +1233,32 @@ void k_flash_fwd(cudaStream_t st, int wgmma, void *out, float *lse, const void *
     flash_fwd_kernel<<<grid, 32 * FA_FWD_WARPS, 0, st>>>((bf16 *)out, lse, (const bf16 *)qkv, T, H, LOG2E / sqrtf((float)FA_D));
 }
 
-void k_flash_bwd(cudaStream_t st, int wgmma, int one_pass, void *dqkv, float *dqacc, const void *dout,
-                 const void *qkv, const float *lse, const float *dr, int B, int T, int H) {
+int k_flash_bwd(cudaStream_t st, int wgmma, int one_pass, void *dqkv, float *dqacc, const void *dout,
+                const void *qkv, const float *lse, const float *dr, int B, int T, int H, const float *rcs,
+                const float *rsn) {
     dim3 grid((unsigned)((T + FB_ROWS - 1) / FB_ROWS), (unsigned)H, (unsigned)B);
     float scale = 1.0f / sqrtf((float)FA_D);
     const bf16 *q = (const bf16 *)qkv, *o = (const bf16 *)dout;
     bf16 *dq = (bf16 *)dqkv;
     if (wgmma) {
         if (one_pass && fk_one_block(T)) { /* one pass, dQ written by the block that holds every key */
-            fk_launch<2>(st, dq, nullptr, q, o, lse, dr, B, T, H, scale);
-            return;
+            fk_launch<2>(st, dq, nullptr, q, o, lse, dr, B, T, H, scale, rcs, rsn);
+            return rcs != nullptr;
         }
         if (one_pass) { /* one pass, dQ summed into dqacc (zeroed by the caller), then written out */
-            fk_launch<1>(st, dq, dqacc, q, o, lse, dr, B, T, H, scale);
+            fk_launch<1>(st, dq, dqacc, q, o, lse, dr, B, T, H, scale, rcs, rsn);
             dim3 cg((unsigned)((T + 63) / 64), (unsigned)H, (unsigned)B);
-            flash_dq_convert_kernel<<<cg, 256, 0, st>>>(dq, dqacc, T, H, scale);
-            return;
+            flash_dq_convert_kernel<<<cg, 256, 0, st>>>(dq, dqacc, T, H, scale, rcs, rsn);
+            return rcs != nullptr;
         }
         fk_launch<0>(st, dq, nullptr, q, o, lse, dr, B, T, H, scale);
         /* 98 registers: two blocks of two warpgroups an SM (maze call 1.90 ms; one block of three
          * with less padding, 1.98) */
         flash_bwd_q_wg_kernel<FW_WG><<<wg_grid(T, FW_WG, H, B), 128 * FW_WG, FQ_SMEM(FW_WG), st>>>(
             dq, q, o, lse, dr, T, H, scale * LOG2E, scale);
-        return;
+        return 0;
     }
     flash_bwd_kv_kernel<<<grid, 128, 0, st>>>(dq, q, o, lse, dr, T, H, scale * LOG2E, scale);
     flash_bwd_q_kernel<<<grid, 128, 0, st>>>(dq, q, o, lse, dr, T, H, scale * LOG2E, scale);
+    return 0;
 }

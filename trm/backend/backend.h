@@ -152,6 +152,11 @@ struct trm_backend {
      * swiglu_bwd. */
     int (*gate_up_swiglu_bwd)(trm_backend *b, void *dgu, void *act, const void *dact, const void *x, int ldx,
                               const void *W, int ldw, int wdt, int rows, int I, int K);
+    /* Optional: attention_bwd, then rope_bwd on its dq and dk, in one pass where the backend can (cuda's
+     * flash kernels rotate the gradients on their way out: one pass over dq and dk fewer). */
+    void (*attention_bwd_rope)(trm_backend *b, void *dqkv, const void *dout, const void *qkv,
+                               const void *out, const float *lse, const float *cos,
+                               const float *sin, int B, int T, int H, int hd);
     /* qkv: (B,T,3H,hd); rotates q and k heads in place with fp32 cos/sin tables (T×hd). */
     void (*rope_fwd)(trm_backend *b, void *qkv, const float *cos, const float *sin, int B, int T,
                      int H, int hd);
@@ -244,8 +249,8 @@ struct trm_backend {
     X(transpose) X(rmsnorm_fwd) X(rmsnorm_bwd) X(swiglu_fwd) X(swiglu_bwd) X(rope_fwd) X(rope_bwd)      \
     X(attention_fwd) X(attention_bwd) X(bias_fwd) X(bias_bwd) X(embed_fwd) X(embed_bwd) X(loss_head)   \
     X(act_reset) X(act_update) X(q_target) X(adam_atan2) X(sign_sgd_sparse) X(ema)
-/* the fused gate/up + SwiGLU passes (optional) */
-#define TRM_OPS_FUSED(X) X(gate_up_swiglu) X(gate_up_swiglu_bwd)
+/* the fused passes (optional): gate/up + SwiGLU, attention backward + RoPE's */
+#define TRM_OPS_FUSED(X) X(gate_up_swiglu) X(gate_up_swiglu_bwd) X(attention_bwd_rope)
 /* with caps.bf16_acts */
 #define TRM_OPS_BF16_ACTS(X) X(convert)
 /* with caps.compile */

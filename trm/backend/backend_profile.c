@@ -8,7 +8,7 @@
 
 #define OPS(X)                                                                                  \
     X(gemm) X(add) X(axpy) X(transpose) X(rmsnorm_fwd) X(rmsnorm_bwd) X(swiglu_fwd)            \
-    X(swiglu_bwd) X(gate_up_swiglu) X(gate_up_swiglu_bwd) X(rope_fwd) X(rope_bwd) X(attention_fwd) X(attention_bwd) X(bias_fwd)        \
+    X(swiglu_bwd) X(gate_up_swiglu) X(gate_up_swiglu_bwd) X(rope_fwd) X(rope_bwd) X(attention_fwd) X(attention_bwd) X(attention_bwd_rope) X(bias_fwd)        \
     X(bias_bwd) X(embed_fwd) X(embed_bwd) X(loss_head) X(act_reset) X(act_update) X(q_target)  \
     X(adam_atan2) X(sign_sgd_sparse) X(ema) X(convert) X(copy) X(zero) X(to_device) X(to_host) X(allreduce_sum) X(allgather)
 
@@ -92,6 +92,10 @@ WRAP(attention_bwd,
      (trm_backend * b, void *dq, const void *d, const void *q, const void *o, const float *l, int B, int T, int H,
       int hd),
      (P(b)->inner, dq, d, q, o, l, B, T, H, hd))
+WRAP(attention_bwd_rope,
+     (trm_backend * b, void *dq, const void *d, const void *q, const void *o, const float *l, const float *c,
+      const float *s, int B, int T, int H, int hd),
+     (P(b)->inner, dq, d, q, o, l, c, s, B, T, H, hd))
 WRAP(bias_fwd, (trm_backend * b, float *y, const float *bias, int r, int c, int ld), (P(b)->inner, y, bias, r, c, ld))
 WRAP(bias_bwd, (trm_backend * b, float *db, const float *dy, int r, int c, int ld), (P(b)->inner, db, dy, r, c, ld))
 WRAP(embed_fwd, (trm_backend * b, void *o, const trm_embed_args *a), (P(b)->inner, o, a))
@@ -179,5 +183,6 @@ trm_backend *trm_profile_wrap(trm_backend *inner) {
     if (!inner->convert) b->convert = NULL;
     if (!inner->gate_up_swiglu) b->gate_up_swiglu = NULL;
     if (!inner->gate_up_swiglu_bwd) b->gate_up_swiglu_bwd = NULL;
+    if (!inner->attention_bwd_rope) b->attention_bwd_rope = NULL;
     return b;
 }

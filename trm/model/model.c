@@ -760,9 +760,15 @@ static void mixer_attn_bwd(trm_model *m, int l, trm_block_acts *k, const void *d
     int R = m->B * m->T, D = m->D;
     be->rmsnorm_bwd(be, d_in, dy1, k->y1, k->rstd1, R, D, D); /* dx1 */
     linear_bwd(m, big2, m->p_layer[l][1], d_in, k->att, R, m->A, D, 0);
-    be->attention_bwd(be, big1, big2, k->qkv, k->att, k->lse, m->B, m->T, m->H, m->hd);
-    if (m->cfg.pos_encodings == TRM_POS_ROPE)
+    if (m->cfg.pos_encodings != TRM_POS_ROPE)
+        be->attention_bwd(be, big1, big2, k->qkv, k->att, k->lse, m->B, m->T, m->H, m->hd);
+    else if (be->attention_bwd_rope) /* the rotation's transpose in the same pass */
+        be->attention_bwd_rope(be, big1, big2, k->qkv, k->att, k->lse, m->rope_cos, m->rope_sin, m->B, m->T, m->H,
+                               m->hd);
+    else {
+        be->attention_bwd(be, big1, big2, k->qkv, k->att, k->lse, m->B, m->T, m->H, m->hd);
         be->rope_bwd(be, big1, m->rope_cos, m->rope_sin, m->B, m->T, m->H, m->hd);
+    }
     linear_bwd(m, d_in, m->p_layer[l][0], big1, k->in, R, D, 3 * m->A, 1);
 }
 
