@@ -3,11 +3,7 @@
  * per shape. Built beside trm (target bench_gemm); not a test.
  * usage: bench_gemm BACKEND [ROWS [D I T HD]]   (ROWS: batch·tokens, default 768·97, and hidden
  * 512, intermediate 1536, tokens 97, head dim 64 as sudoku_att; bench/cpu.sh's tiny shapes:
- * bench_gemm cpu 5440 128 512 85 64)
- * On mps, TRM_MPS_GEMM_TILE=64x64|128x64|64x128|128x128|128x128k16 times every shape with that
- * tile (unset: the tile the backend picks per shape); where the backend reports it (the optional
- * op stream_stats) each line names the tile and the kernels one GEMM launched (2 when split
- * along K: the partial products and their sum). */
+ * bench_gemm cpu 5440 128 512 85 64) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,19 +60,12 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("# %s, rows %d, hidden %d, intermediate %d, tokens %d, head dim %d\n", b->name, R, D, I, T, hd);
-    if (b->stream_stats) {
-        const char *tile = getenv("TRM_MPS_GEMM_TILE");
-        printf("# gemm tile: %s%s\n", tile && *tile ? tile : "chosen per shape by the backend",
-               tile && *tile ? " for every shape (TRM_MPS_GEMM_TILE)" : " (TRM_MPS_GEMM_TILE unset)");
-    }
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         shape *s = &shapes[i];
         int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
         int64_t sA = (int64_t)s->M * s->K, sB = (int64_t)s->K * s->N, sC = (int64_t)s->M * s->N;
         double t[7];
-        trm_stream_stats st0 = {0}, st1 = {0};
         for (int r = 0; r < 9; r++) {
-            if (r == 8 && b->stream_stats) b->stream_stats(b, &st0);
             b->sync(b);
             double t0 = trm_now_seconds();
             b->gemm(b, (trm_gemm_dt){TRM_F32, TRM_F32, TRM_F32}, s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, sA, Bm, ldb,
@@ -84,15 +73,10 @@ int main(int argc, char **argv) {
             b->sync(b);
             if (r >= 2) t[r - 2] = trm_now_seconds() - t0;
         }
-        if (b->stream_stats) b->stream_stats(b, &st1);
         qsort(t, 7, sizeof *t, cmp_double);
         double flops = 2.0 * s->M * s->N * (double)s->K * s->batch;
-        printf("%-16s ta=%d tb=%d %6d x %5d x %6d  batch %4d  %9.3f ms  %7.2f TFLOP/s", s->what, s->ta, s->tb, s->M,
+        printf("%-16s ta=%d tb=%d %6d x %5d x %6d  batch %4d  %9.3f ms  %7.2f TFLOP/s\n", s->what, s->ta, s->tb, s->M,
                s->N, s->K, s->batch, t[3] * 1e3, flops / t[3] / 1e12);
-        if (b->stream_stats)
-            printf("  tile %-10s %llu kernel%s", st1.gemm_tile, (unsigned long long)(st1.dispatches - st0.dispatches),
-                   st1.dispatches - st0.dispatches == 1 ? "" : "s");
-        putchar('\n');
     }
     b->free(b, A);
     b->free(b, Bm);

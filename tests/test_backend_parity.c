@@ -380,54 +380,6 @@ START_TEST(test_gemm_fp32) {
 }
 END_TEST
 
-/* mps: every tile shape of gemm.comp (each its own module, TRM_MPS_GEMM_TILE forcing it) on the
- * cases above and on products that cross several tiles with ragged edges in M and N, along K
- * (K not a multiple of the step), in batches, with either operand transposed, on the vec4 paths
- * (leading dimensions and strides multiples of 4) and the scalar ones, and split along K; ""
- * is the backend's own choice per product (a tall product takes 128x128 there). The backend's
- * stream_stats must name the tile that ran. A TRM_MPS_GEMM_TILE set by the caller is kept (one
- * tile only). */
-START_TEST(test_gemm_tiles) {
-    if (strcmp(dev_name(), "mps") != 0) return;
-    static const char *const tiles[] = {"", "64x64", "128x64", "64x128", "128x128", "128x128k16"};
-    const char *given = getenv("TRM_MPS_GEMM_TILE");
-    int only = given && *given;
-    if (!only) { /* an unknown tile is refused when the backend is made */
-        setenv("TRM_MPS_GEMM_TILE", "96x96", 1);
-        trm_err e = {{0}};
-        trm_backend *bad = trm_backend_find("mps")->create(-1, &e);
-        ck_assert_msg(!bad && strstr(e.msg, "TRM_MPS_GEMM_TILE=96x96"), "an unknown tile was accepted: %s", e.msg);
-    }
-    for (size_t i = 0; i < (only ? 1 : sizeof tiles / sizeof *tiles); i++) {
-        const char *tile = only ? given : tiles[i];
-        setenv("TRM_MPS_GEMM_TILE", tile, 1);
-        pair p = open_pair();
-        tr_rng r = {7};
-        for (int ta = 0; ta < 2; ta++)
-            for (int tb = 0; tb < 2; tb++) {
-                gemm_check(&p, gc(ta, tb, 200, 300, 45, 3, 2, 5, 0.7f, -0.3f), &r, TOL);  /* scalar loads */
-                gemm_check(&p, gc(ta, tb, 260, 196, 40, 0, 1, 0, 1.0f, 0.0f), &r, TOL);   /* vec4, ragged */
-                gemm_check(&p, gc(ta, tb, 132, 136, 52, 0, 3, 4, 1.0f, 1.0f), &r, TOL);   /* vec4 batch */
-                gemm_check(&p, gc(ta, tb, 136, 200, 2400, 0, 1, 0, 1.0f, 0.5f), &r, TOL); /* split K */
-            }
-        gemm_check(&p, gc(1, 0, 40, 36, 1200, 0, 2, 4, 1.0f, 0.0f), &r, TOL); /* split K, batch */
-        gemm_check(&p, gc(0, 1, 4100, 132, 24, 0, 1, 0, 1.0f, 0.0f), &r, TOL); /* tall */
-        trm_stream_stats st;
-        ck_assert_ptr_nonnull(p.dev->stream_stats);
-        p.dev->stream_stats(p.dev, &st);
-        ck_assert_msg(!*tile || !strcmp(st.gemm_tile, tile), "TRM_MPS_GEMM_TILE=%s ran %s", tile, st.gemm_tile);
-        ck_assert_msg(*tile || !strcmp(st.gemm_tile, "128x128"), "the tall product ran %s", st.gemm_tile);
-        ck_assert_msg(st.dispatches > 0 && st.submits > 0 && st.waits > 0, "no stream counters");
-        gemm_all(&p, TOL);
-        close_pair(&p);
-    }
-    if (only)
-        setenv("TRM_MPS_GEMM_TILE", given, 1);
-    else
-        unsetenv("TRM_MPS_GEMM_TILE");
-}
-END_TEST
-
 START_TEST(test_gemm_bf16) {
     pair p = open_pair();
     p.dev->use_bf16 = 1; /* the reference stays fp32 */
@@ -1575,11 +1527,6 @@ static Suite *parity_suite(void) {
     tcase_add_test(tc, test_graph_replay);
     tcase_add_test(tc, test_convert);
     suite_add_tcase(s, tc);
-    /* its own case, to run alone: CK_RUN_CASE="gemm tiles" (mps; nothing elsewhere) */
-    TCase *tiles = tcase_create("gemm tiles");
-    tcase_set_timeout(tiles, 600);
-    tcase_add_test(tiles, test_gemm_tiles);
-    suite_add_tcase(s, tiles);
     TCase *t16 = tcase_create("bf16 activations");
     tcase_set_timeout(t16, 300);
     tcase_add_test(t16, test_gemm_bf16_acts);

@@ -1,11 +1,9 @@
 /* backend_vulkan.c — the `mps` backend: the table of backend.h on one Vulkan device (Apple GPUs
  * through MoltenVK, any other Vulkan GPU, lavapipe in CI). Every op is a compute kernel of
  * kernels/vulkan/<op>.comp issued in order on one queue; GEMMs are our tiled kernel, attention
- * is per-head batched GEMMs around the softmax kernels (as on cuda). The GEMM's tile shape is
- * one of several modules of gemm.comp, picked per product (gemm_pick) or forced for every GEMM
- * (TRM_MPS_GEMM_TILE); the command stream's counters are the optional op stream_stats. fp32
- * only, no compile stage and no collectives (the capability row TRM_CAPS_MPS). Loss metrics are
- * summed on the host in double from per-sample fp32 partials, since shaders have no fp64. */
+ * is per-head batched GEMMs around the softmax kernels (as on cuda). fp32 only, no compile
+ * stage and no collectives (the capability row TRM_CAPS_MPS). Loss metrics are summed on the
+ * host in double from per-sample fp32 partials, since shaders have no fp64. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,31 +16,15 @@ trm_backend *trm_mps_backend_create(int index, trm_err *e);
 int trm_mps_probe(char *desc, size_t desc_len);
 int trm_mps_probe_auto(char *desc, size_t desc_len);
 
-enum { K_ELEM, K_RMSNORM, K_SWIGLU, K_ROPE, K_ATT, K_EMBED, K_LOSS, K_ACT, K_OPTIM, K_COUNT };
-static const char *const kernel_names[K_COUNT] = {"elementwise", "rmsnorm", "swiglu", "rope", "attention",
-                                                  "embed",       "loss",    "act",    "optim"};
-
-/* The GEMM's tile shapes, each its own module gemm_<name> of gemm.comp (CMakeLists.txt's
- * TRM_GEMM_TILES compiles the same list): bm×bn outputs per workgroup in steps of bk along K,
- * tm×tn per invocation, (bm/tm)·(bn/tn) = 256 invocations. */
-typedef struct {
-    const char *name;
-    int bm, bn, bk, tm, tn;
-} gemm_tile;
-enum { TILE_64x64, TILE_128x64, TILE_64x128, TILE_128x128, TILE_128x128K16, TILE_COUNT };
-static const gemm_tile gemm_tiles[TILE_COUNT] = {
-    {"64x64", 64, 64, 16, 4, 4},     {"128x64", 128, 64, 16, 8, 4},      {"64x128", 64, 128, 16, 4, 8},
-    {"128x128", 128, 128, 8, 8, 8}, {"128x128k16", 128, 128, 16, 8, 8},
-};
+enum { K_GEMM, K_ELEM, K_RMSNORM, K_SWIGLU, K_ROPE, K_ATT, K_EMBED, K_LOSS, K_ACT, K_OPTIM, K_COUNT };
+static const char *const kernel_names[K_COUNT] = {"gemm",  "elementwise", "rmsnorm", "swiglu", "rope",
+                                                  "attention", "embed", "loss", "act", "optim"};
 
 enum { SCR_ATT_S, SCR_ATT_DP, SCR_ATT_DR, SCR_EMBED, SCR_LOSS, SCR_SPLITK, SCR_COUNT };
 
 typedef struct {
     vk_ctx vk;
     int kern[K_COUNT];
-    int kern_gemm[TILE_COUNT];
-    int gemm_force;      /* TRM_MPS_GEMM_TILE: the tile of every GEMM, or -1 (gemm_pick's choice) */
-    int gemm_last;       /* the tile of the most recent GEMM (stream_stats), -1 before the first */
     void *scr[SCR_COUNT];
     size_t scr_bytes[SCR_COUNT];
     float *stats_host; /* the loss head's per-sample partials, read back */
@@ -122,14 +104,6 @@ static void mps_zero(trm_backend *b, void *p, size_t n) { vk_fill_zero(&CTX(b)->
 static void mps_sync(trm_backend *b) { vk_finish(&CTX(b)->vk); }
 static void mps_mem_info(trm_backend *b, size_t *f, size_t *t) { vk_mem_info(&CTX(b)->vk, f, t); }
 
-static void mps_stream_stats(trm_backend *b, trm_stream_stats *o) {
-    mps_ctx *c = CTX(b);
-    const vk_stats *s = &c->vk.stats;
-    *o = (trm_stream_stats){.dispatches = s->dispatches, .barriers = s->barriers, .submits = s->submits,
-                            .waits = s->waits, .record_ms = 1e3 * s->record_s, .wait_ms = 1e3 * s->wait_s};
-    if (c->gemm_last >= 0) snprintf(o->gemm_tile, sizeof o->gemm_tile, "%s", gemm_tiles[c->gemm_last].name);
-}
-
 enum { EW_ADD, EW_AXPY, EW_TRANSPOSE, EW_BIAS_FWD, EW_BIAS_BWD, EW_SPLITK_SUM };
 typedef struct {
     uint64_t y, x1, x2;
@@ -148,28 +122,15 @@ typedef struct {
     uint32_t kchunk, ksplit;
 } gemm_pc;
 
-/* The tile of a product when TRM_MPS_GEMM_TILE does not force one. A starting rule, to be set
- * from bench_gemm's timings of every tile on the H100 (bench/README.md): 128×128 tiles (8×8 per
- * invocation: half the shared-memory reads per multiply-add of 4×4) where M is a batch of tokens
- * (large) and N fills at least one such tile; 64×64 for the rest: the attention heads' T×T and
- * T×hd products (a 128 tile would be mostly padding at T = 97) and the weight gradients, whose
- * M and N are weight dimensions and which fill the GPU by splitting K instead. */
-#define GEMM_LARGE_M 4096
-static int gemm_pick(int M, int N, int K, int batch) {
-    (void)K, (void)batch;
-    if (M >= GEMM_LARGE_M && N >= 128) return TILE_128x128;
-    return TILE_64x64;
-}
-
-/* TRM_MPS_GEMM_TILE=<name of gemm_tiles>: every GEMM with that tile (timing the variants with
- * bench_gemm, testing each in test_backend_parity); unset or empty: gemm_pick. -2 if unknown. */
-static int gemm_tile_from_env(void) {
-    const char *v = getenv("TRM_MPS_GEMM_TILE");
-    if (!v || !*v) return -1;
-    for (int t = 0; t < TILE_COUNT; t++)
-        if (!strcmp(v, gemm_tiles[t].name)) return t;
-    return -2;
-}
+/* One tile shape for every GEMM: 64×64 tiles, 16 steps of K, 4×4 outputs per invocation (256
+ * invocations). Measured on an H100 through NVIDIA's Vulkan driver (bench/bench_gemm.c,
+ * bench/README.md) it is the fastest of the shapes tried on every TRM product (26–32 TFLOP/s on
+ * the large ones); 128×128 tiles with 8×8 per invocation ran at 2 TFLOP/s there (the per-invocation
+ * accumulators do not stay in registers), and mixed shapes were slow on some products. */
+enum { TILE_M = 64, TILE_N = 64, TILE_K = 16, THREAD_M = 4, THREAD_N = 4 };
+/* These must equal the defaults of gemm.comp's specialization constants 2..6: MoltenVK sizes
+ * shared arrays from a specialization constant's default (SPIRV-Cross), not from the value
+ * given, so another tile here would overrun shared memory on a Mac. */
 
 /* Elements from a matrix's first to one past its last, which gemm.comp indexes in 32 bits. */
 static size_t gemm_span(int trans, int rows, int cols, int ld) {
@@ -195,17 +156,12 @@ static void mps_gemm(trm_backend *b, trm_gemm_dt dt, int ta, int tb, int M, int 
         fprintf(stderr, "trm: mps: a bf16 GEMM operand reached the mps backend (internal error)\n");
         exit(1);
     }
-    mps_ctx *c = CTX(b);
     const float *Am = Av, *Bm = Bv;
     float *C = Cv;
     if (K < 0 || alpha == 0.0f) K = 0; /* C = beta·C, A and B unread (BLAS) */
-    int tile = c->gemm_force >= 0 ? c->gemm_force : gemm_pick(M, N, K, batch);
-    const gemm_tile *t = &gemm_tiles[tile];
-    c->gemm_last = tile;
-    /* spec 0: invocations; 1: mode (unused); 2..6: TA, TB, VA, VB, VC (gemm.comp) */
-    uint32_t spec[VK_SPEC] = {(uint32_t)((t->bm / t->tm) * (t->bn / t->tn)), 0, (uint32_t)!!ta, (uint32_t)!!tb,
-                              vec4_ok(Am, lda, sA, batch), vec4_ok(Bm, ldb, sB, batch), vec4_ok(C, ldc, sC, batch)};
-    uint32_t gx = (uint32_t)((N + t->bn - 1) / t->bn), gy = (uint32_t)((M + t->bm - 1) / t->bm);
+    uint32_t spec[VK_SPEC] = {(TILE_M / THREAD_M) * (TILE_N / THREAD_N), 0, TILE_M, TILE_N, TILE_K, THREAD_M, THREAD_N,
+                              (uint32_t)!!ta, (uint32_t)!!tb, vec4_ok(Am, lda, sA, batch), vec4_ok(Bm, ldb, sB, batch)};
+    uint32_t gx = (uint32_t)((N + TILE_N - 1) / TILE_N), gy = (uint32_t)((M + TILE_M - 1) / TILE_M);
     if (gx > MAX_GROUPS || gy > MAX_GROUPS) {
         fprintf(stderr, "trm: mps: a %dx%d GEMM is larger than one dispatch covers\n", M, N);
         exit(1);
@@ -221,10 +177,11 @@ static void mps_gemm(trm_backend *b, trm_gemm_dt dt, int ta, int tb, int M, int 
         if (splits > (size_t)K / SPLITK_MIN_K) splits = (size_t)K / SPLITK_MIN_K;
         if (splits > SPLITK_MAX) splits = SPLITK_MAX;
         kchunk = ((size_t)K + splits - 1) / splits;
-        kchunk = (kchunk + t->bk - 1) / t->bk * t->bk; /* a chunk is whole steps of the tile */
+        kchunk = (kchunk + TILE_K - 1) / TILE_K * TILE_K;
         splits = ((size_t)K + kchunk - 1) / kchunk;
     }
-    int kern = c->kern_gemm[tile];
+    mps_ctx *c = CTX(b);
+    int kern = c->kern[K_GEMM];
     size_t span_a = K > 0 ? gemm_span(ta, M, K, lda) : 0, span_b = K > 0 ? gemm_span(tb, K, N, ldb) : 0;
     size_t span_c = gemm_span(0, M, N, ldc);
     int64_t one = batch > 1;
@@ -250,11 +207,8 @@ static void mps_gemm(trm_backend *b, trm_gemm_dt dt, int ta, int tb, int M, int 
         size_t n = u32((size_t)nb * splits * mn, "split-K GEMM");
         float *work = scratch(b, SCR_SPLITK, n * sizeof(float));
         pc.c = A(work), pc.ldc = (uint32_t)N, pc.sc = mn, pc.alpha = 1.0f, pc.beta = 0.0f;
-        uint32_t sspec[VK_SPEC];
-        memcpy(sspec, spec, sizeof sspec);
-        sspec[6] = vec4_ok(work, N, (int64_t)mn, 2); /* the partial products: rows of N, mn apart */
         wr(b, work, n);
-        vk_dispatch(&c->vk, kern, sspec, &pc, sizeof pc, gx, gy, (uint32_t)(nb * splits));
+        vk_dispatch(&c->vk, kern, spec, &pc, sizeof pc, gx, gy, (uint32_t)(nb * splits));
         elem_pc sum = {.y = A(C + i0 * sC * one), .x1 = A(work), .n = (uint32_t)(nb * mn), .rows = (uint32_t)M,
                        .cols = (uint32_t)N, .ld = (uint32_t)ldc, .alpha = alpha, .beta = beta,
                        .ksplit = (uint32_t)splits, .sc = (uint64_t)(sC * one)};
@@ -727,29 +681,13 @@ trm_backend *trm_mps_backend_create(int index, trm_err *e) {
         free(c);
         return NULL;
     }
-    for (int k = 0; k < K_COUNT + TILE_COUNT; k++) {
-        char name[32];
-        snprintf(name, sizeof name, k < K_COUNT ? "%s" : "gemm_%s",
-                 k < K_COUNT ? kernel_names[k] : gemm_tiles[k - K_COUNT].name);
-        int *at = k < K_COUNT ? &c->kern[k] : &c->kern_gemm[k - K_COUNT];
-        if ((*at = vk_kernel_index(name)) < 0) {
-            trm_errf(e, "device=mps: kernel %s is not in this binary (build error)", name);
+    for (int k = 0; k < K_COUNT; k++)
+        if ((c->kern[k] = vk_kernel_index(kernel_names[k])) < 0) {
+            trm_errf(e, "device=mps: kernel %s is not in this binary (build error)", kernel_names[k]);
             vk_ctx_destroy(&c->vk);
             free(c);
             return NULL;
         }
-    }
-    c->gemm_last = -1;
-    if ((c->gemm_force = gemm_tile_from_env()) == -2) {
-        char names[128] = "";
-        for (int t = 0; t < TILE_COUNT; t++)
-            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", t ? ", " : "", gemm_tiles[t].name);
-        trm_errf(e, "device=mps: TRM_MPS_GEMM_TILE=%s is not a GEMM tile of this binary (%s; unset: chosen per "
-                 "product)", getenv("TRM_MPS_GEMM_TILE"), names);
-        vk_ctx_destroy(&c->vk);
-        free(c);
-        return NULL;
-    }
     trm_backend *b = xcalloc(1, sizeof *b);
     b->name = "mps";
     b->caps = (trm_caps)TRM_CAPS_MPS;
@@ -758,7 +696,7 @@ trm_backend *trm_mps_backend_create(int index, trm_err *e) {
     b->ctx = c;
     /* fp32 only, no compile stage, no collectives, no fused gate/up pass: those stay NULL */
 #define MPS_OP(op) b->op = mps_##op;
-    TRM_OPS_REQUIRED(MPS_OP) TRM_OPS_MEM_INFO(MPS_OP) TRM_OPS_STREAM_STATS(MPS_OP)
+    TRM_OPS_REQUIRED(MPS_OP) TRM_OPS_MEM_INFO(MPS_OP)
 #undef MPS_OP
     return b;
 }
