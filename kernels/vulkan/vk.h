@@ -77,6 +77,18 @@ typedef struct {
     VkPipeline pipe;
 } vk_pipe;
 
+/* What the command stream did since the context was made (the backend's stream_stats): every
+ * vkCmdDispatch, vkCmdPipelineBarrier, vkQueueSubmit and fence wait, and the host seconds spent
+ * recording commands (vk_dispatch, copies, fills: pipeline lookup, barrier decisions, the vkCmd*
+ * calls and submits) apart from the seconds blocked in fence waits, which are counted alone. */
+typedef struct {
+    uint64_t dispatches, barriers, submits, waits;
+    double record_s, wait_s;
+    double t0;     /* start of the outermost recording call in progress */
+    double wait0;  /* wait_s at that start */
+    int depth;     /* recording calls in progress (a copy may flush, which may wait) */
+} vk_stats;
+
 typedef struct vk_ctx {
     vk_fn f;
     VkInstance inst;
@@ -112,6 +124,7 @@ typedef struct vk_ctx {
     int pend_unknown;    /* a command since the last barrier declared nothing */
     int use_overflow;
     int sync_each;       /* TRM_VULKAN_SYNC=1: wait after every command (debugging) */
+    vk_stats stats;
     /* staging */
     vk_mem up, down, zeros;
     size_t up_used;

@@ -520,9 +520,22 @@ static int stream_idle(const vk_ctx *c) {
     return 1;
 }
 
+/* Recording time (vk_stats): the outermost of nested recording calls measures, less the time
+ * blocked in fence waits meanwhile (a flush may have to wait for a batch slot). */
+static void rec_enter(vk_ctx *c) {
+    if (c->stats.depth++ == 0) c->stats.t0 = trm_now_seconds(), c->stats.wait0 = c->stats.wait_s;
+}
+static void rec_leave(vk_ctx *c) {
+    if (--c->stats.depth == 0)
+        c->stats.record_s += trm_now_seconds() - c->stats.t0 - (c->stats.wait_s - c->stats.wait0);
+}
+
 static void batch_wait(vk_ctx *c, vk_batch *b) {
     if (!b->in_flight) return;
+    double t0 = trm_now_seconds();
     vk_check(c, c->f.vkWaitForFences(c->dev, 1, &b->fence, VK_TRUE, UINT64_MAX), "waiting for the device");
+    c->stats.wait_s += trm_now_seconds() - t0;
+    c->stats.waits++;
     vk_check(c, c->f.vkResetFences(c->dev, 1, &b->fence), "vkResetFences");
     b->in_flight = 0;
 }
@@ -561,6 +574,7 @@ static void record_barrier(vk_ctx *c, VkCommandBuffer cb, VkPipelineStageFlags s
     if (stage & VK_PIPELINE_STAGE_TRANSFER_BIT) rd |= VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = wr, .dstAccessMask = rd};
     c->f.vkCmdPipelineBarrier(cb, src, stage, 0, 1, &mb, 0, NULL, 0, NULL);
+    c->stats.barriers++;
     c->last_stage = 0;
     c->npr = c->npw = 0;
     c->pend_unknown = 0;
@@ -610,6 +624,7 @@ void vk_writes(vk_ctx *c, const void *p, size_t bytes) { declare(c, c->use_w, &c
 
 /* Copies and fills declare nothing: a barrier before and after each. */
 static VkCommandBuffer begin_command(vk_ctx *c, VkPipelineStageFlags stage) {
+    rec_enter(c);
     VkCommandBuffer cb = rec(c);
     int dispatch = stage == VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
     if (!dispatch) c->nur = c->nuw = c->use_overflow = 0;
@@ -626,10 +641,12 @@ static void end_command(vk_ctx *c) {
         vk_submit(c);
         c->flush_at = c->flush_at * 2 < FLUSH_OPS ? c->flush_at * 2 : FLUSH_OPS;
     }
+    rec_leave(c);
 }
 
 void vk_submit(vk_ctx *c) {
     if (c->cur < 0) return;
+    rec_enter(c);
     vk_batch *b = &c->batch[c->cur];
     /* the device's writes become visible to the host once the batch's fence is waited for */
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
@@ -637,11 +654,14 @@ void vk_submit(vk_ctx *c) {
                           .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
     c->f.vkCmdPipelineBarrier(b->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                               VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+    c->stats.barriers++;
     vk_check(c, c->f.vkEndCommandBuffer(b->cmd), "vkEndCommandBuffer");
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &b->cmd};
     vk_check(c, c->f.vkQueueSubmit(c->queue, 1, &si, b->fence), "vkQueueSubmit");
+    c->stats.submits++;
     b->in_flight = 1;
     c->cur = -1;
+    rec_leave(c);
 }
 
 void vk_finish(vk_ctx *c) {
@@ -707,6 +727,7 @@ void vk_dispatch(vk_ctx *c, int kernel, const uint32_t spec[VK_SPEC], const void
                         "(internal error)\n", trm_spirv_modules[kernel].name);
         exit(1);
     }
+    rec_enter(c); /* the pipeline lookup counts too (building one, on first use, as well) */
     VkPipeline p = pipeline(c, kernel, spec);
     VkCommandBuffer cb = begin_command(c, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT);
     if (c->bound != p) {
@@ -715,7 +736,9 @@ void vk_dispatch(vk_ctx *c, int kernel, const uint32_t spec[VK_SPEC], const void
     }
     c->f.vkCmdPushConstants(cb, c->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, pc_bytes, pc);
     c->f.vkCmdDispatch(cb, gx, gy, gz);
+    c->stats.dispatches++;
     end_command(c);
+    rec_leave(c);
 }
 
 /* ---- memory -------------------------------------------------------------------------------------- */

@@ -91,6 +91,18 @@ typedef struct {
     int V;                    /* rows of tok_w (token ids outside [0, V) get no gradient) */
 } trm_embed_args;
 
+/* How a backend drives its device, counted since the instance was made (the optional op
+ * stream_stats; mps fills it): kernels launched, pipeline barriers recorded, command batches
+ * handed to the queue, host waits on the device (fences), and the host time spent recording
+ * commands and blocked in those waits (monotonic clock). A caller takes the difference of two
+ * readings; trm bench prints it per step. gemm_tile names the kernel variant the most recent
+ * GEMM ran with (mps: its tile, e.g. "128x128"), "" before the first. */
+typedef struct {
+    uint64_t dispatches, barriers, submits, waits;
+    double record_ms, wait_ms;
+    char gemm_tile[24];
+} trm_stream_stats;
+
 typedef struct trm_backend trm_backend;
 struct trm_dist;
 struct trm_backend {
@@ -238,6 +250,9 @@ struct trm_backend {
 
     /* ---- memory housekeeping (optional) ---- */
     void (*mem_info)(trm_backend *b, size_t *free_bytes, size_t *total_bytes);
+
+    /* ---- command-stream counters (optional: NULL where the backend keeps none) ---- */
+    void (*stream_stats)(trm_backend *b, trm_stream_stats *out);
 };
 
 /* The ops of the table by name, each listed once, so that "which ops a backend has" is which of
@@ -259,10 +274,12 @@ struct trm_backend {
 #define TRM_OPS_DISTRIBUTED(X) X(comm_init) X(allreduce_sum) X(allgather)
 /* memory housekeeping (optional) */
 #define TRM_OPS_MEM_INFO(X) X(mem_info)
+/* command-stream counters (optional) */
+#define TRM_OPS_STREAM_STATS(X) X(stream_stats)
 
 #define TRM_OPS_ALL(X)                                                                        \
     TRM_OPS_REQUIRED(X) TRM_OPS_FUSED(X) TRM_OPS_BF16_ACTS(X) TRM_OPS_COMPILE(X) TRM_OPS_DISTRIBUTED(X) \
-    TRM_OPS_MEM_INFO(X)
+    TRM_OPS_MEM_INFO(X) TRM_OPS_STREAM_STATS(X)
 
 /* The lists name every op of the table: one added to the struct but not to a list fails here. */
 #define TRM_OP_ONE_(op) +1

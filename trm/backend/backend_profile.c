@@ -136,6 +136,7 @@ static void w_free(trm_backend *b, void *p) { P(b)->inner->free(P(b)->inner, p);
 static void w_sync(trm_backend *b) { P(b)->inner->sync(P(b)->inner); }
 
 static void w_mem_info(trm_backend *b, size_t *f, size_t *t) { P(b)->inner->mem_info(P(b)->inner, f, t); }
+static void w_stream_stats(trm_backend *b, trm_stream_stats *s) { P(b)->inner->stream_stats(P(b)->inner, s); }
 
 static void w_destroy(trm_backend *b) {
     profile *p = P(b);
@@ -177,6 +178,7 @@ trm_backend *trm_profile_wrap(trm_backend *inner) {
     b->graph_launch = NULL;
     b->graph_destroy = NULL;
     b->mem_info = inner->mem_info ? w_mem_info : NULL;
+    b->stream_stats = inner->stream_stats ? w_stream_stats : NULL;
     b->comm_init = inner->comm_init ? w_comm_init : NULL;
     if (!inner->allreduce_sum) b->allreduce_sum = NULL;
     if (!inner->allgather) b->allgather = NULL;

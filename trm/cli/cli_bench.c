@@ -1,6 +1,7 @@
 /* cli_bench.c — `trm bench`: times training steps (ACT step + optimisers) of a config on
  * synthetic data, so speed can be measured without a dataset: median ms/step, examples/s,
- * model TFLOP/s estimate and peak memory. */
+ * model TFLOP/s estimate and peak memory, and where the backend counts them (stream_stats:
+ * mps) its kernel launches, barriers, submits, host waits and recording time per step. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -133,9 +134,11 @@ int cmd_bench(int argc, char **argv, const trm_globals *g) {
     trm_rng r;
     trm_rng_init(&r, 1, 1);
     double *ms = xmalloc(sizeof(double) * (size_t)steps);
+    trm_stream_stats st0 = {0}, st1 = {0}; /* the timed steps' counters: st1 − st0 */
     for (int64_t s = 0; s < warmup + steps; s++) {
         for (size_t i = 0; i < BS; i++) in[i] = 1 + (int32_t)trm_rng_below(&r, (uint64_t)vocab - 1), lab[i] = in[i];
         for (int b = 0; b < m.B; b++) pid[b] = (int32_t)trm_rng_below(&r, (uint64_t)num_ids);
+        if (s == warmup && be->stream_stats) be->stream_stats(be, &st0);
         double t0 = trm_now_seconds();
         trm_model_set_batch(&m, in, lab, pid);
         trm_step_opts so = {.training = 1, .want_grad = 1, .grad_scale = 1.0f / (float)m.B, .rng_step = (uint64_t)s};
@@ -146,7 +149,23 @@ int cmd_bench(int argc, char **argv, const trm_globals *g) {
         be->sync(be);
         if (s >= warmup) ms[s - warmup] = 1e3 * (trm_now_seconds() - t0);
     }
+    if (be->stream_stats) be->stream_stats(be, &st1);
     qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
+    /* Per step, averaged over the timed steps (the counts are the same every step unless ACT
+     * halts differently; the times vary). */
+    double ns = (double)steps, disp = (double)(st1.dispatches - st0.dispatches) / ns;
+    double bars = (double)(st1.barriers - st0.barriers) / ns, subs = (double)(st1.submits - st0.submits) / ns;
+    double waits = (double)(st1.waits - st0.waits) / ns, rec_ms = (st1.record_ms - st0.record_ms) / ns;
+    double wait_ms = (st1.wait_ms - st0.wait_ms) / ns;
+    char *stream = be->stream_stats
+        ? (json ? xasprintf(", \"dispatches_per_step\": %.1f, \"barriers_per_step\": %.1f, \"submits_per_step\": "
+                            "%.1f, \"host_waits_per_step\": %.1f, \"record_ms_per_step\": %.3f, "
+                            "\"host_wait_ms_per_step\": %.3f",
+                            disp, bars, subs, waits, rec_ms, wait_ms)
+                : xasprintf("; per step %.0f dispatches, %.0f barriers, %.0f submits, %.0f host waits, %.2f ms "
+                            "recording, %.2f ms waiting",
+                            disp, bars, subs, waits, rec_ms, wait_ms))
+        : xasprintf("%s", "");
     double med = steps % 2 ? ms[steps / 2] : 0.5 * (ms[steps / 2 - 1] + ms[steps / 2]);
     double exs = (double)m.B / (med / 1e3), tflops = step_flops(&m) / (med / 1e3) / 1e12;
     double rss = (double)trm_peak_rss_bytes() / (1024.0 * 1024.0);
@@ -159,16 +178,16 @@ int cmd_bench(int argc, char **argv, const trm_globals *g) {
         printf("{\"backend\": \"%s\", \"batch\": %d, \"seq_len\": %d, \"hidden\": %d, \"mlp_t\": %s, \"steps\": %" PRId64
                ", \"ms_per_step_median\": %.3f, \"ms_min\": %.3f, \"ms_max\": %.3f, \"examples_per_s\": %.1f, "
                "\"model_tflops\": %.4f, \"peak_rss_mib\": %.1f, \"device_mem_gib\": %.2f, \"compile\": %s, "
-               "\"bf16\": %s}\n",
+               "\"bf16\": %s%s}\n",
                be->name, m.B, m.S, m.D, m.cfg.mlp_t ? "true" : "false", steps, med, ms[0], ms[steps - 1], exs, tflops, rss,
-               dev_gib, plan.enabled ? "true" : "false", be->use_bf16 ? "true" : "false");
+               dev_gib, plan.enabled ? "true" : "false", be->use_bf16 ? "true" : "false", stream);
     else {
         char *line = xasprintf("%s: %d x %d tokens, hidden %d, %s, compile %s, %s: median %.2f ms/step (min %.2f, "
                                "max %.2f over %" PRId64 " steps), %.0f examples/s, %.3f model TFLOP/s, peak RSS "
-                               "%.1f MiB, device memory %.2f GiB",
+                               "%.1f MiB, device memory %.2f GiB%s",
                                be->name, m.B, m.S, m.D, m.cfg.mlp_t ? "mlp_t" : "attention",
                                plan.enabled ? "on" : "off", be->use_bf16 ? "bf16" : "fp32", med, ms[0], ms[steps - 1],
-                               steps, exs, tflops, rss, dev_gib);
+                               steps, exs, tflops, rss, dev_gib, stream);
         trm_print_wrapped(stdout, TRM_LINE_WIDTH, line);
         free(line);
     }
@@ -176,6 +195,7 @@ int cmd_bench(int argc, char **argv, const trm_globals *g) {
     free(lab);
     free(pid);
     free(ms);
+    free(stream);
     rc = 0;
 out:
     if (rc) fprintf(stderr, "trm bench: %s\n", e.msg);
