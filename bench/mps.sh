@@ -5,6 +5,9 @@
 #   tiny        cfg=tiny's model on the 4x4 Sudoku shape: seq 16, vocab 6, hidden 64, mlp_t, batch 64
 #   sudoku_att  bench/gpu.sh's sudoku_att: seq 81, vocab 11, hidden 512, attention + RoPE,
 #               L_cycles 6, H_cycles 3, batch 768
+# Each line is trm bench's JSON as it is: for mps it carries the command stream's counters per step
+# (dispatches_per_step, barriers_per_step, submits_per_step, host_waits_per_step,
+# record_ms_per_step, host_wait_ms_per_step); TRM_MPS_GEMM_TILE passes through to trm.
 # usage: bench/mps.sh [TRM_BINARY] [DEVICE...]   (default: mps cuda; on a laptop: mps cpu)
 #        env: CONFIGS ("tiny sudoku_att"), STEPS (10), WARMUP (3)
 set -euo pipefail
