@@ -644,7 +644,9 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     c->deterministic = env_flag("TRM_DETERMINISTIC", 0);
     c->gate_up_tma = env_flag("TRM_GATE_UP_WGMMA", 1) ? k_gate_up_wgmma() : NULL;
 #define CUDA_OP(op) b->op = cuda_##op;
-    TRM_OPS_ALL(CUDA_OP) /* every op, the optional ones included */
+    /* every op, the optional ones included, but the command-stream counters (stream_stats: NULL) */
+    TRM_OPS_REQUIRED(CUDA_OP) TRM_OPS_FUSED(CUDA_OP) TRM_OPS_BF16_ACTS(CUDA_OP) TRM_OPS_COMPILE(CUDA_OP)
+    TRM_OPS_DISTRIBUTED(CUDA_OP) TRM_OPS_MEM_INFO(CUDA_OP)
 #undef CUDA_OP
     return b;
 }
