@@ -104,6 +104,12 @@ static void mps_zero(trm_backend *b, void *p, size_t n) { vk_fill_zero(&CTX(b)->
 static void mps_sync(trm_backend *b) { vk_finish(&CTX(b)->vk); }
 static void mps_mem_info(trm_backend *b, size_t *f, size_t *t) { vk_mem_info(&CTX(b)->vk, f, t); }
 
+static void mps_stream_stats(trm_backend *b, trm_stream_stats *o) {
+    const vk_stats *s = &CTX(b)->vk.stats;
+    *o = (trm_stream_stats){.dispatches = s->dispatches, .barriers = s->barriers, .submits = s->submits,
+                            .waits = s->waits, .record_ms = 1e3 * s->record_s, .wait_ms = 1e3 * s->wait_s};
+}
+
 enum { EW_ADD, EW_AXPY, EW_TRANSPOSE, EW_BIAS_FWD, EW_BIAS_BWD, EW_SPLITK_SUM };
 typedef struct {
     uint64_t y, x1, x2;
@@ -696,7 +702,7 @@ trm_backend *trm_mps_backend_create(int index, trm_err *e) {
     b->ctx = c;
     /* fp32 only, no compile stage, no collectives, no fused gate/up pass: those stay NULL */
 #define MPS_OP(op) b->op = mps_##op;
-    TRM_OPS_REQUIRED(MPS_OP) TRM_OPS_MEM_INFO(MPS_OP)
+    TRM_OPS_REQUIRED(MPS_OP) TRM_OPS_MEM_INFO(MPS_OP) TRM_OPS_STREAM_STATS(MPS_OP)
 #undef MPS_OP
     return b;
 }

@@ -95,12 +95,10 @@ typedef struct {
  * stream_stats; mps fills it): kernels launched, pipeline barriers recorded, command batches
  * handed to the queue, host waits on the device (fences), and the host time spent recording
  * commands and blocked in those waits (monotonic clock). A caller takes the difference of two
- * readings; trm bench prints it per step. gemm_tile names the kernel variant the most recent
- * GEMM ran with (mps: its tile, e.g. "128x128"), "" before the first. */
+ * readings; trm bench prints it per step. */
 typedef struct {
     uint64_t dispatches, barriers, submits, waits;
     double record_ms, wait_ms;
-    char gemm_tile[24];
 } trm_stream_stats;
 
 typedef struct trm_backend trm_backend;
