@@ -321,6 +321,8 @@ void trm_cpu_caps_here(trm_caps *caps);
 void trm_cpu_env(char **argv);
 /* Wraps a backend so that every op is timed; the table is printed on destroy (TRM_PROFILE=1). */
 trm_backend *trm_profile_wrap(trm_backend *inner);
+/* Zeroes the profiler's tables (no-op for any other backend). */
+void trm_profile_reset(trm_backend *b);
 
 /* The rest of the face of backend/: device policy and the ACT rule every backend applies. */
 #include "device.h"

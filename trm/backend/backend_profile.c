@@ -1,6 +1,7 @@
 /* backend_profile.c — a backend that wraps another and times every op (synchronising after
  * each, so device time is attributed to the op that spent it). Enabled with TRM_PROFILE=1;
- * the table of time per op is printed to stderr when the backend is destroyed. */
+ * the table of time per op is printed to stderr when the backend is destroyed (trm bench:
+ * of the timed steps only). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,6 +158,17 @@ static void w_destroy(trm_backend *b) {
     p->inner->destroy(p->inner);
     free(p);
     free(b);
+}
+
+/* Forget what was timed so far (bench: the warm-up steps, whose first one also chooses each
+ * GEMM's algorithm by timing candidates and would weigh on the GEMMs' share); a backend that is
+ * not the profiler is left alone. */
+void trm_profile_reset(trm_backend *b) {
+    if (!b || b->destroy != w_destroy) return;
+    profile *p = P(b);
+    memset(p->seconds, 0, sizeof p->seconds);
+    memset(p->calls, 0, sizeof p->calls);
+    p->gemm_flops = 0;
 }
 
 trm_backend *trm_profile_wrap(trm_backend *inner) {

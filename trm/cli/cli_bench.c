@@ -139,6 +139,7 @@ int cmd_bench(int argc, char **argv, const trm_globals *g) {
         for (size_t i = 0; i < BS; i++) in[i] = 1 + (int32_t)trm_rng_below(&r, (uint64_t)vocab - 1), lab[i] = in[i];
         for (int b = 0; b < m.B; b++) pid[b] = (int32_t)trm_rng_below(&r, (uint64_t)num_ids);
         if (s == warmup && be->stream_stats) be->stream_stats(be, &st0);
+        if (s == warmup) trm_profile_reset(be); /* TRM_PROFILE=1: the timed steps' ops only */
         double t0 = trm_now_seconds();
         trm_model_set_batch(&m, in, lab, pid);
         trm_step_opts so = {.training = 1, .want_grad = 1, .grad_scale = 1.0f / (float)m.B, .rng_step = (uint64_t)s};
