@@ -9,7 +9,7 @@
 # (dispatches_per_step, barriers_per_step, submits_per_step, host_waits_per_step,
 # record_ms_per_step, host_wait_ms_per_step); TRM_MPS_GEMM_TILE passes through to trm.
 # usage: bench/mps.sh [TRM_BINARY] [DEVICE...]   (default: mps cuda; on a laptop: mps cpu)
-#        env: CONFIGS ("tiny sudoku_att"), STEPS (10), WARMUP (3)
+#        env: CONFIGS ("tiny sudoku_att"), STEPS (10), WARMUP (tiny 100, sudoku_att 3)
 set -euo pipefail
 TRM=${1:-build/trm}
 shift || true
@@ -21,12 +21,17 @@ declare -A args=(
                 arch.puzzle_emb_len=16 arch.halt_max_steps=16 arch.mlp_t=False arch.pos_encodings=rope
                 arch.L_cycles=6 global_batch_size=768 --seq-len 81 --vocab 11"
 )
+# Warm-up steps unless WARMUP says: on an H100 tiny's mps steps took 28 ms after 3 warm-up
+# steps and 7 ms after 100 (cuda's the same either way; likely the GPU's clocks, slow to rise
+# while 7 ms steps of small dependent kernels leave it mostly idle), so tiny warms up for 100
+# steps: under a second on a GPU (on lavapipe pass WARMUP=1).
+declare -A warm=([tiny]=100 [sudoku_att]=3)
 "$TRM" devices | sed -n 's/^  \(cpu\|cuda\|mps\) .*/# &/p'
 for name in ${CONFIGS:-tiny sudoku_att}; do
   for dev in "${DEVICES[@]}"; do
     # shellcheck disable=SC2086
     out=$("$TRM" bench ${args[$name]} arch.forward_dtype=float32 compile=false device="$dev" --num-ids 1 \
-          --steps "${STEPS:-10}" --warmup "${WARMUP:-3}" --json 2>/dev/null) || out='{"error": "failed"}'
+          --steps "${STEPS:-10}" --warmup "${WARMUP:-${warm[$name]}}" --json 2>/dev/null) || out='{"error": "failed"}'
     echo "{\"config\": \"$name\", \"device\": \"$dev\", ${out#\{}"
   done
 done
