@@ -7,7 +7,7 @@
 #               L_cycles 6, H_cycles 3, batch 768
 # Each line is trm bench's JSON as it is: for mps it carries the command stream's counters per step
 # (dispatches_per_step, barriers_per_step, submits_per_step, host_waits_per_step,
-# record_ms_per_step, host_wait_ms_per_step); TRM_MPS_GEMM_TILE passes through to trm.
+# record_ms_per_step, host_wait_ms_per_step).
 # usage: bench/mps.sh [TRM_BINARY] [DEVICE...]   (default: mps cuda; on a laptop: mps cpu)
 #        env: CONFIGS ("tiny sudoku_att"), STEPS (10), WARMUP (tiny 100, sudoku_att 3)
 set -euo pipefail
@@ -24,7 +24,7 @@ declare -A args=(
 # Warm-up steps unless WARMUP says: on an H100 tiny's mps steps took 28 ms after 3 warm-up
 # steps and 7 ms after 100 (cuda's the same either way; likely the GPU's clocks, slow to rise
 # while 7 ms steps of small dependent kernels leave it mostly idle), so tiny warms up for 100
-# steps: under a second on a GPU (on lavapipe pass WARMUP=1).
+# steps: about a second on a GPU (on lavapipe pass WARMUP=1).
 declare -A warm=([tiny]=100 [sudoku_att]=3)
 "$TRM" devices | sed -n 's/^  \(cpu\|cuda\|mps\) .*/# &/p'
 for name in ${CONFIGS:-tiny sudoku_att}; do

@@ -2,9 +2,11 @@
  * end of this file (flash-attention style, tensor cores, no T×T scores in memory): on Hopper
  * (an sm_90a build on a 9.0 device) the wgmma kernels, elsewhere the mma.sync ones
  * (TRM_FLASH_WGMMA=0 picks mma.sync on Hopper too, to compare). The Hopper backward runs in
- * one pass, dQ summed by reductions in memory (the sums' order varies from run to run, as in
- * PyTorch's flash backward); TRM_DETERMINISTIC=1 and the mma.sync kernels take two passes
- * without atomics, the same bits every run. Otherwise
+ * one pass, dQ summed by reductions in memory where a head's keys span several blocks (the
+ * sums' order varies from run to run, as in PyTorch's flash backward) and written by the one
+ * block where they fit it (T ≤ 192); with RoPE's tables it rotates dq and dk back on their way
+ * out. TRM_DETERMINISTIC=1 and the mma.sync kernels take two passes without atomics, the same
+ * bits every run. Otherwise
  * the elementwise parts around the backend's batched GEMMs: row softmax with the log-sum-exp
  * saved, its recomputation from the lse in the backward, rowsum(dO∘O) (the fused backward uses
  * it too) and dS = P∘(dP − rowsum). Scores are one head's (B, T, T) at a time (head h of H), so
@@ -727,7 +729,9 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_q_wg_kernel(bf16 *dqkv, co
  * the sums' order varies from run to run): each warpgroup stores its tile's dSᵀ (bf16, by
  * stmatrix) and multiplies dQᵀ (64 × 32) = Kᵀ·dSᵀ over its 64 keys with the next tile's dV/dK
  * products; the warpgroups' fp32 parts meet in shared memory and the sum of the tile before
- * goes out as vector reductions while the next products run. */
+ * goes out as vector reductions while the next products run. DQ = 2, where the block holds
+ * every key of the head, writes that sum as the tile's dQ instead (fk_dq_write). rcs, rsn: RoPE's
+ * tables (NULL: none), with which dK and dQ leave rotated by the transpose. */
 #define FK_T 32
 #define FK_TILE (FK_T * FA_D)
 /* queries of the one-pass dQᵀ accumulator's rows: T rounded up to whole tiles */

@@ -700,7 +700,7 @@ trm_backend *trm_mps_backend_create(int index, trm_err *e) {
     b->caps.unified_memory = c->vk.unified;
     b->max_alloc = c->vk.max_alloc;
     b->ctx = c;
-    /* fp32 only, no compile stage, no collectives, no fused gate/up pass: those stay NULL */
+    /* fp32 only, no compile stage, no collectives, no fused passes: those stay NULL */
 #define MPS_OP(op) b->op = mps_##op;
     TRM_OPS_REQUIRED(MPS_OP) TRM_OPS_MEM_INFO(MPS_OP) TRM_OPS_STREAM_STATS(MPS_OP)
 #undef MPS_OP
