@@ -103,10 +103,10 @@ __device__ __forceinline__ void fa_store_rope(bf16 *dst, size_t ld, int row0, in
             int k = j * 8 + 2 * t;
             float a0 = acc[j][2 * hf] * s, a1 = acc[j][2 * hf + 1] * s;
             float b0 = acc[j + 4][2 * hf] * s, b1 = acc[j + 4][2 * hf + 1] * s;
-            *reinterpret_cast<uint32_t *>(dst + (size_t)r * ld + k) =
-                pack_bf16(a0 * c[k] + b0 * n[k + 32], a1 * c[k + 1] + b1 * n[k + 33]);
-            *reinterpret_cast<uint32_t *>(dst + (size_t)r * ld + k + 32) =
-                pack_bf16(b0 * c[k + 32] - a0 * n[k], b1 * c[k + 33] - a1 * n[k + 1]);
+            rope_pair(a0, b0, c[k], c[k + 32], n[k], n[k + 32], 1);
+            rope_pair(a1, b1, c[k + 1], c[k + 33], n[k + 1], n[k + 33], 1);
+            *reinterpret_cast<uint32_t *>(dst + (size_t)r * ld + k) = pack_bf16(a0, a1);
+            *reinterpret_cast<uint32_t *>(dst + (size_t)r * ld + k + 32) = pack_bf16(b0, b1);
         }
     }
 }
@@ -727,9 +727,7 @@ __device__ __forceinline__ void fk_dq_write(bf16 *dq, size_t ld, const float *st
 #pragma unroll
             for (int e = 0; e < 8; e++) {
                 int k = d0 + e;
-                float a = v[e], b = u[e];
-                v[e] = a * cr[k] + b * sr[k + 32];
-                u[e] = b * cr[k + 32] - a * sr[k];
+                rope_pair(v[e], u[e], cr[k], cr[k + 32], sr[k], sr[k + 32], 1);
             }
         }
         uint4 o = {pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3]), pack_bf16(v[4], v[5]), pack_bf16(v[6], v[7])};
@@ -867,7 +865,7 @@ __global__ void __launch_bounds__(256) flash_dq_convert_kernel(bf16 *dqkv, const
         float v[8];
 #pragma unroll
         for (int e = 0; e < 8; e++) v[e] = s[c + e][tt];
-        if (rcs) { /* the rotary embedding's transpose rotation: d pairs with d ± 32 */
+        if (rcs) { /* rope_pair's transpose, one side of the pair a value: d pairs with d ± 32 */
             const float *cr = rcs + (size_t)(t0 + tt) * FA_D, *sr = rsn + (size_t)(t0 + tt) * FA_D;
 #pragma unroll
             for (int e = 0; e < 8; e++) {

@@ -47,6 +47,17 @@ __device__ __forceinline__ void st16(bf16 *p, const float *f) {
     for (int i = 0; i < 4; i++) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
     *reinterpret_cast<uint4 *>(p) = v;
 }
+/* RoPE on one pair of a head, (a, b) = (x[j], x[j + hd/2]), with its position's table values
+ * c = cos[j], ch = cos[j + hd/2], s = sin[j], sh = sin[j + hd/2]: the rotation, or with
+ * transpose its transpose (the backward's). The convention's one statement, for rope.cu and the
+ * flash backward's stores (attention.cu). */
+__device__ __forceinline__ void rope_pair(float &a, float &b, float c, float ch, float s, float sh, int transpose) {
+    float u = a, v = b;
+    if (transpose)
+        a = u * c + v * sh, b = v * ch - u * s;
+    else
+        a = u * c - v * s, b = v * ch + u * sh;
+}
 static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 /* the current device is a Hopper (compute capability 9.0, what the sm_90a kernels need) */
 static inline bool device_sm90(void) {

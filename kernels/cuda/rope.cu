@@ -17,13 +17,9 @@ __global__ void rope_kernel(T *qkv, const float *cs, const float *sn, int B, int
         T *x = qkv + row * 3 * H * hd + (size_t)head * hd;
         const float *c = cs + (size_t)t * hd, *s = sn + (size_t)t * hd;
         float a = to_f(x[j]), b = to_f(x[j + h2]);
-        if (transpose) {
-            x[j] = from_f<T>(a * c[j] + b * s[j + h2]);
-            x[j + h2] = from_f<T>(b * c[j + h2] - a * s[j]);
-        } else {
-            x[j] = from_f<T>(a * c[j] - b * s[j]);
-            x[j + h2] = from_f<T>(b * c[j + h2] + a * s[j + h2]);
-        }
+        rope_pair(a, b, c[j], c[j + h2], s[j], s[j + h2], transpose);
+        x[j] = from_f<T>(a);
+        x[j + h2] = from_f<T>(b);
     }
 }
 
@@ -48,14 +44,7 @@ __global__ void rope16_kernel(T *qkv, const float *cs, const float *sn, int B, i
 #pragma unroll
         for (int e = 0; e < N; e++) {
             int j = j0 + e;
-            float u = a[e], v = b[e];
-            if (transpose) {
-                a[e] = u * c[j] + v * s[j + h2];
-                b[e] = v * c[j + h2] - u * s[j];
-            } else {
-                a[e] = u * c[j] - v * s[j];
-                b[e] = v * c[j + h2] + u * s[j + h2];
-            }
+            rope_pair(a[e], b[e], c[j], c[j + h2], s[j], s[j + h2], transpose);
         }
         st16(x + j0, a);
         st16(x + j0 + h2, b);
