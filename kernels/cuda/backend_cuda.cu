@@ -422,16 +422,6 @@ static void cuda_attention_fwd(trm_backend *b, void *out, float *lse, const void
 /* The attention backward; with rotary tables (rc, rs) the rotation's transpose of dq and dk too,
  * inside the one-pass flash kernels where they run, else by the rope pass after. */
 static void attention_bwd_impl(trm_backend *b, void *dqkv, const void *dout, const void *qkv, const void *out,
-                               const float *lse, int B, int T, int H, int hd, const float *rc, const float *rs);
-static void cuda_attention_bwd(trm_backend *b, void *dqkv, const void *dout, const void *qkv, const void *out,
-                               const float *lse, int B, int T, int H, int hd) {
-    attention_bwd_impl(b, dqkv, dout, qkv, out, lse, B, T, H, hd, NULL, NULL);
-}
-static void cuda_attention_bwd_rope(trm_backend *b, void *dqkv, const void *dout, const void *qkv, const void *out,
-                                    const float *lse, const float *rc, const float *rs, int B, int T, int H, int hd) {
-    attention_bwd_impl(b, dqkv, dout, qkv, out, lse, B, T, H, hd, rc, rs);
-}
-static void attention_bwd_impl(trm_backend *b, void *dqkv, const void *dout, const void *qkv, const void *out,
                                const float *lse, int B, int T, int H, int hd, const float *rc, const float *rs) {
     if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
     float *dr = (float *)scratch(b, SCR_ATT_DR, (size_t)B * H * T * sizeof(float));
@@ -472,6 +462,14 @@ static void attention_bwd_impl(trm_backend *b, void *dqkv, const void *dout, con
         cuda_gemm(b, faa, 1, 0, T, hd, T, scale, dP, T, TT, Q, ld, sq, 0.0f, dq + (H + h) * hd * e, ld, sq, B);
     }
     if (rc) cuda_rope_bwd(b, dqkv, rc, rs, B, T, H, hd);
+}
+static void cuda_attention_bwd(trm_backend *b, void *dqkv, const void *dout, const void *qkv, const void *out,
+                               const float *lse, int B, int T, int H, int hd) {
+    attention_bwd_impl(b, dqkv, dout, qkv, out, lse, B, T, H, hd, NULL, NULL);
+}
+static void cuda_attention_bwd_rope(trm_backend *b, void *dqkv, const void *dout, const void *qkv, const void *out,
+                                    const float *lse, const float *rc, const float *rs, int B, int T, int H, int hd) {
+    attention_bwd_impl(b, dqkv, dout, qkv, out, lse, B, T, H, hd, rc, rs);
 }
 
 /* ---- embeddings, loss, ACT, optimisers ---------------------------------------------------- */
