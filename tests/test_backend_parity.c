@@ -362,6 +362,12 @@ static void gemm_all(pair *p, double tol) {
             gemm_check(p, bc, &r, tol);
             gemm_check(p, gc(ta, tb, 1, 45, 29, 1, 2, 3, 1.0f, 1.0f), &r, tol);
             gemm_check(p, gc(ta, tb, 2 * 97, 512, 512, 0, 1, 0, 1.0f, ta ? 1.0f : 0.0f), &r, tol);
+            /* at least a 128×128 tile both ways (mps's wide kernel): unaligned rows (scalar
+             * loads) over a batch, aligned rows with a ragged K (vec4 loads, then scalar ones),
+             * few tiles with a long K (split along K) */
+            gemm_check(p, gc(ta, tb, 133, 141, 37, 3, 2, 5, 0.7f, -0.3f), &r, tol);
+            gemm_check(p, gc(ta, tb, 160, 136, 30, (ta ? 0 : 2), 1, 0, 1.0f, 0.0f), &r, tol);
+            gemm_check(p, gc(ta, tb, 130, 129, 2100, 2, 1, 0, 0.5f, 1.0f), &r, tol);
         }
     /* as the model calls it: q head reading row 0 of each sample (lda = T·D), attention-like
      * batches of heads, and a weight gradient accumulated over rows */

@@ -16,15 +16,16 @@ trm_backend *trm_mps_backend_create(int index, trm_err *e);
 int trm_mps_probe(char *desc, size_t desc_len);
 int trm_mps_probe_auto(char *desc, size_t desc_len);
 
-enum { K_GEMM, K_ELEM, K_RMSNORM, K_SWIGLU, K_ROPE, K_ATT, K_EMBED, K_LOSS, K_ACT, K_OPTIM, K_COUNT };
-static const char *const kernel_names[K_COUNT] = {"gemm",  "elementwise", "rmsnorm", "swiglu", "rope",
-                                                  "attention", "embed", "loss", "act", "optim"};
+enum { K_GEMM, K_GEMM_WIDE, K_GEMM_WIDE_K32, K_ELEM, K_RMSNORM, K_SWIGLU, K_ROPE, K_ATT, K_EMBED, K_LOSS, K_ACT, K_OPTIM, K_COUNT };
+static const char *const kernel_names[K_COUNT] = {"gemm",    "gemm_wide", "gemm_wide_k32", "elementwise", "rmsnorm", "swiglu", "rope",
+                                                  "attention", "embed",   "loss",        "act",     "optim"};
 
 enum { SCR_ATT_S, SCR_ATT_DP, SCR_ATT_DR, SCR_EMBED, SCR_LOSS, SCR_SPLITK, SCR_COUNT };
 
 typedef struct {
     vk_ctx vk;
     int kern[K_COUNT];
+    int gemm_wide; /* the wide GEMM kernel (K_GEMM_WIDE or _K32) or -1: see gemm_wide_pick */
     void *scr[SCR_COUNT];
     size_t scr_bytes[SCR_COUNT];
     float *stats_host; /* the loss head's per-sample partials, read back */
@@ -128,15 +129,30 @@ typedef struct {
     uint32_t kchunk, ksplit;
 } gemm_pc;
 
-/* One tile shape for every GEMM: 64×64 tiles, 16 steps of K, 4×4 outputs per invocation (256
- * invocations). Measured on an H100 through NVIDIA's Vulkan driver (bench/bench_gemm.c,
- * bench/README.md) it is the fastest of the shapes tried on every TRM product (26–32 TFLOP/s on
- * the large ones); 128×128 tiles with 8×8 per invocation ran at 2 TFLOP/s there (the per-invocation
- * accumulators do not stay in registers), and mixed shapes were slow on some products. */
-enum { TILE_M = 64, TILE_N = 64, TILE_K = 16, THREAD_M = 4, THREAD_N = 4 };
+/* Two tile shapes. gemm.comp: 64×64 tiles, 16 steps of K, 4×4 outputs per invocation (256
+ * invocations), for small and batched products (attention's per-head ones). gemm_wide.comp:
+ * 128×128, 8×8 per invocation, its tile compiled in, for products at least a tile wide both
+ * ways. Measured on an H100 through NVIDIA's Vulkan driver: bench/README.md. */
+enum { TILE_M = 64, TILE_N = 64, TILE_K = 16, THREAD_M = 4, THREAD_N = 4, WIDE = 128 };
 /* These must equal the defaults of gemm.comp's specialization constants 2..6: MoltenVK sizes
  * shared arrays from a specialization constant's default (SPIRV-Cross), not from the value
  * given, so another tile here would overrun shared memory on a Mac. */
+
+/* The wide kernel for this device: 32 steps of K a tile where a work group may have the 36 KiB
+ * of shared memory they take (NVIDIA: 48 KiB; 5% faster than 16 steps on an H200), else 16 steps
+ * (20 KiB; Apple GPUs have 32 KiB), else none. TRM_MPS_GEMM=narrow|wide16|wide32 forces one, for
+ * measuring them against each other (read once, when the backend is made). */
+static int gemm_wide_pick(const vk_ctx *vk) {
+    uint32_t shared = vk->props.limits.maxComputeSharedMemorySize;
+    int k32 = shared >= 2 * WIDE * (32 + 4) * 4, k16 = shared >= 2 * WIDE * (16 + 4) * 4;
+    const char *g = getenv("TRM_MPS_GEMM");
+    if (g && !strcmp(g, "narrow")) return -1;
+    if (g && !strcmp(g, "wide16") && k16) return K_GEMM_WIDE;
+    return k32 ? K_GEMM_WIDE_K32 : k16 ? K_GEMM_WIDE : -1;
+}
+
+/* The wide kernel where the product fills its tiles. */
+static int gemm_wide_ok(const mps_ctx *c, int M, int N) { return c->gemm_wide >= 0 && M >= WIDE && N >= WIDE; }
 
 /* Elements from a matrix's first to one past its last, which gemm.comp indexes in 32 bits. */
 static size_t gemm_span(int trans, int rows, int cols, int ld) {
@@ -165,9 +181,11 @@ static void mps_gemm(trm_backend *b, trm_gemm_dt dt, int ta, int tb, int M, int 
     const float *Am = Av, *Bm = Bv;
     float *C = Cv;
     if (K < 0 || alpha == 0.0f) K = 0; /* C = beta·C, A and B unread (BLAS) */
+    mps_ctx *c = CTX(b);
+    int wide = gemm_wide_ok(c, M, N), tm = wide ? WIDE : TILE_M, tn = wide ? WIDE : TILE_N;
     uint32_t spec[VK_SPEC] = {(TILE_M / THREAD_M) * (TILE_N / THREAD_N), 0, TILE_M, TILE_N, TILE_K, THREAD_M, THREAD_N,
                               (uint32_t)!!ta, (uint32_t)!!tb, vec4_ok(Am, lda, sA, batch), vec4_ok(Bm, ldb, sB, batch)};
-    uint32_t gx = (uint32_t)((N + TILE_N - 1) / TILE_N), gy = (uint32_t)((M + TILE_M - 1) / TILE_M);
+    uint32_t gx = (uint32_t)((N + tn - 1) / tn), gy = (uint32_t)((M + tm - 1) / tm);
     if (gx > MAX_GROUPS || gy > MAX_GROUPS) {
         fprintf(stderr, "trm: mps: a %dx%d GEMM is larger than one dispatch covers\n", M, N);
         exit(1);
@@ -186,8 +204,7 @@ static void mps_gemm(trm_backend *b, trm_gemm_dt dt, int ta, int tb, int M, int 
         kchunk = (kchunk + TILE_K - 1) / TILE_K * TILE_K;
         splits = ((size_t)K + kchunk - 1) / kchunk;
     }
-    mps_ctx *c = CTX(b);
-    int kern = c->kern[K_GEMM];
+    int kern = c->kern[wide ? c->gemm_wide : K_GEMM];
     size_t span_a = K > 0 ? gemm_span(ta, M, K, lda) : 0, span_b = K > 0 ? gemm_span(tb, K, N, ldb) : 0;
     size_t span_c = gemm_span(0, M, N, ldc);
     int64_t one = batch > 1;
@@ -694,6 +711,7 @@ trm_backend *trm_mps_backend_create(int index, trm_err *e) {
             free(c);
             return NULL;
         }
+    c->gemm_wide = gemm_wide_pick(&c->vk);
     trm_backend *b = xcalloc(1, sizeof *b);
     b->name = "mps";
     b->caps = (trm_caps)TRM_CAPS_MPS;
