@@ -240,7 +240,9 @@ START_TEST(test_memory) {
     b->to_host(b, back, d, sizeof back);
     for (int i = 0; i < N; i++) ck_assert_msg(back[i] == 0.0f, "alloc not zero-filled at %d", i);
     b->to_device(b, d, h, sizeof back);
-    b->copy(b, d2, d, sizeof back);
+    /* whole aligned vec4 (mps: a kernel), then the odd float (a transfer command) */
+    b->copy(b, d2, d, (N - 1) * sizeof(float));
+    b->copy(b, d2 + N - 1, d + N - 1, sizeof(float));
     b->zero(b, d + 3, 101 * sizeof(float));
     b->sync(b);
     b->to_host(b, back, d2, sizeof back);
@@ -646,8 +648,9 @@ static void run_rope(trm_backend *b, float *qkv, const float *cs, const float *s
 static void rope_cases(pair *pp, int bf16) {
     pair p = *pp;
     tr_rng r = {6};
-    int dims[][4] = {{3, 37, 2, 64}, {3, 37, 2, 16}, {1, 1, 1, 16}, {2, 97, 8, 64}};
-    for (int k = 0; k < 4; k++) {
+    /* hd = 12: pairs not a whole number of vec4 (mps: a float at a time) */
+    int dims[][4] = {{3, 37, 2, 64}, {3, 37, 2, 16}, {1, 1, 1, 16}, {2, 97, 8, 64}, {2, 5, 3, 12}};
+    for (int k = 0; k < 5; k++) {
         int B = dims[k][0], T = dims[k][1], H = dims[k][2], hd = dims[k][3];
         size_t n = (size_t)B * T * 3 * H * hd, bytes = n * sizeof(float);
         float *cs = frand(&r, (size_t)T * hd, -1, 1), *sn = frand(&r, (size_t)T * hd, -1, 1);

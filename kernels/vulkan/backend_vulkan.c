@@ -16,8 +16,8 @@ trm_backend *trm_mps_backend_create(int index, trm_err *e);
 int trm_mps_probe(char *desc, size_t desc_len);
 int trm_mps_probe_auto(char *desc, size_t desc_len);
 
-enum { K_GEMM, K_GEMM_WIDE, K_GEMM_WIDE_K32, K_ELEM, K_RMSNORM, K_SWIGLU, K_ROPE, K_ATT, K_EMBED, K_LOSS, K_ACT, K_OPTIM, K_COUNT };
-static const char *const kernel_names[K_COUNT] = {"gemm",    "gemm_wide", "gemm_wide_k32", "elementwise", "rmsnorm", "swiglu", "rope",
+enum { K_GEMM, K_GEMM_WIDE, K_GEMM_WIDE_K32, K_GEMM_WIDE_DB16, K_ELEM, K_RMSNORM, K_SWIGLU, K_ROPE, K_ATT, K_EMBED, K_LOSS, K_ACT, K_OPTIM, K_COUNT };
+static const char *const kernel_names[K_COUNT] = {"gemm",    "gemm_wide", "gemm_wide_k32", "gemm_wide_db16", "elementwise", "rmsnorm", "swiglu", "rope",
                                                   "attention", "embed",   "loss",        "act",     "optim"};
 
 enum { SCR_ATT_S, SCR_ATT_DP, SCR_ATT_DR, SCR_EMBED, SCR_LOSS, SCR_SPLITK, SCR_COUNT };
@@ -25,7 +25,7 @@ enum { SCR_ATT_S, SCR_ATT_DP, SCR_ATT_DR, SCR_EMBED, SCR_LOSS, SCR_SPLITK, SCR_C
 typedef struct {
     vk_ctx vk;
     int kern[K_COUNT];
-    int gemm_wide; /* the wide GEMM kernel (K_GEMM_WIDE or _K32) or -1: see gemm_wide_pick */
+    const struct wide_kernel *wide; /* the wide GEMM kernel, or none: see gemm_wide_pick */
     void *scr[SCR_COUNT];
     size_t scr_bytes[SCR_COUNT];
     float *stats_host; /* the loss head's per-sample partials, read back */
@@ -81,17 +81,31 @@ static size_t bytes_to_end(trm_backend *b, const void *p) {
 #define MAX_GROUPS 65535u
 
 /* A grid-stride kernel over n items. No items, no groups: vk_dispatch then runs nothing and drops
- * the declarations made for it (so that they do not join the next dispatch's). */
-static void run1d(trm_backend *b, int k, uint32_t mode, const void *pc, uint32_t pcb, size_t n) {
-    uint32_t spec[VK_SPEC] = {WG, mode};
+ * the declarations made for it (so that they do not join the next dispatch's). vec: the kernel's
+ * specialization constant 2 (VEC: items of four floats where the host checked alignment). */
+static void run1d_vec(trm_backend *b, int k, uint32_t mode, uint32_t vec, const void *pc, uint32_t pcb, size_t n) {
+    uint32_t spec[VK_SPEC] = {WG, mode, vec};
     size_t g = (n + WG - 1) / WG;
     vk_dispatch(&CTX(b)->vk, CTX(b)->kern[k], spec, pc, pcb, g > MAX_GROUPS ? MAX_GROUPS : (uint32_t)g, 1, 1);
 }
+static void run1d(trm_backend *b, int k, uint32_t mode, const void *pc, uint32_t pcb, size_t n) {
+    run1d_vec(b, k, mode, 0, pc, pcb, n);
+}
+
+/* Whether every pointer given is 16-byte aligned (NULL counts as aligned): a kernel may then
+ * read and write them as vec4. */
+static int al16(const void *p, const void *q, const void *r) {
+    return ((uintptr_t)p | (uintptr_t)q | (uintptr_t)r) % 16 == 0;
+}
 
 /* One workgroup of `wg` invocations per row (no rows: as run1d with no items). */
-static void run_rows(trm_backend *b, int k, uint32_t mode, uint32_t wg, const void *pc, uint32_t pcb, size_t rows) {
-    uint32_t spec[VK_SPEC] = {wg, mode};
+static void run_rows_vec(trm_backend *b, int k, uint32_t mode, uint32_t vec, uint32_t wg, const void *pc, uint32_t pcb,
+                         size_t rows) {
+    uint32_t spec[VK_SPEC] = {wg, mode, vec};
     vk_dispatch(&CTX(b)->vk, CTX(b)->kern[k], spec, pc, pcb, rows > MAX_GROUPS ? MAX_GROUPS : (uint32_t)rows, 1, 1);
+}
+static void run_rows(trm_backend *b, int k, uint32_t mode, uint32_t wg, const void *pc, uint32_t pcb, size_t rows) {
+    run_rows_vec(b, k, mode, 0, wg, pc, pcb, rows);
 }
 
 /* ---- memory ---------------------------------------------------------------------------------- */
@@ -100,7 +114,6 @@ static void *mps_alloc(trm_backend *b, size_t bytes) { return vk_alloc(&CTX(b)->
 static void mps_free(trm_backend *b, void *p) { vk_free(&CTX(b)->vk, p); }
 static void mps_to_device(trm_backend *b, void *d, const void *s, size_t n) { vk_upload(&CTX(b)->vk, d, s, n); }
 static void mps_to_host(trm_backend *b, void *d, const void *s, size_t n) { vk_download(&CTX(b)->vk, d, s, n); }
-static void mps_copy(trm_backend *b, void *d, const void *s, size_t n) { vk_copy(&CTX(b)->vk, d, s, n); }
 static void mps_zero(trm_backend *b, void *p, size_t n) { vk_fill_zero(&CTX(b)->vk, p, n); }
 static void mps_sync(trm_backend *b) { vk_finish(&CTX(b)->vk); }
 static void mps_mem_info(trm_backend *b, size_t *f, size_t *t) { vk_mem_info(&CTX(b)->vk, f, t); }
@@ -111,7 +124,7 @@ static void mps_stream_stats(trm_backend *b, trm_stream_stats *o) {
                             .waits = s->waits, .record_ms = 1e3 * s->record_s, .wait_ms = 1e3 * s->wait_s};
 }
 
-enum { EW_ADD, EW_AXPY, EW_TRANSPOSE, EW_BIAS_FWD, EW_BIAS_BWD, EW_SPLITK_SUM };
+enum { EW_ADD, EW_AXPY, EW_TRANSPOSE, EW_BIAS_FWD, EW_BIAS_BWD, EW_SPLITK_SUM, EW_COPY };
 typedef struct {
     uint64_t y, x1, x2;
     uint32_t n, rows, cols, ld;
@@ -138,21 +151,31 @@ enum { TILE_M = 64, TILE_N = 64, TILE_K = 16, THREAD_M = 4, THREAD_N = 4, WIDE =
  * shared arrays from a specialization constant's default (SPIRV-Cross), not from the value
  * given, so another tile here would overrun shared memory on a Mac. */
 
+/* The wide kernels (gemm_wide*.comp): tile rows, steps of K, shared memory, invocations. */
+typedef struct wide_kernel {
+    const char *name;
+    int kern, bm, bk, nbuf;
+} wide_kernel;
+static const wide_kernel wide_kernels[] = {
+    {"wide16", K_GEMM_WIDE, 128, 16, 1}, {"wide32", K_GEMM_WIDE_K32, 128, 32, 1}, {"db16", K_GEMM_WIDE_DB16, 128, 16, 2}};
+static uint32_t wide_shared(const wide_kernel *w) { return (uint32_t)(w->nbuf * (w->bm + WIDE) * (w->bk + 4) * 4); }
+
 /* The wide kernel for this device: 32 steps of K a tile where a work group may have the 36 KiB
  * of shared memory they take (NVIDIA: 48 KiB; 5% faster than 16 steps on an H200), else 16 steps
- * (20 KiB; Apple GPUs have 32 KiB), else none. TRM_MPS_GEMM=narrow|wide16|wide32 forces one, for
- * measuring them against each other (read once, when the backend is made). */
-static int gemm_wide_pick(const vk_ctx *vk) {
+ * (20 KiB; Apple GPUs have 32 KiB), else none. TRM_MPS_GEMM=narrow or a name of wide_kernels
+ * forces one, for measuring them against each other (read once, when the backend is made). */
+static const wide_kernel *gemm_wide_pick(const vk_ctx *vk) {
     uint32_t shared = vk->props.limits.maxComputeSharedMemorySize;
-    int k32 = shared >= 2 * WIDE * (32 + 4) * 4, k16 = shared >= 2 * WIDE * (16 + 4) * 4;
     const char *g = getenv("TRM_MPS_GEMM");
-    if (g && !strcmp(g, "narrow")) return -1;
-    if (g && !strcmp(g, "wide16") && k16) return K_GEMM_WIDE;
-    return k32 ? K_GEMM_WIDE_K32 : k16 ? K_GEMM_WIDE : -1;
+    if (g && !strcmp(g, "narrow")) return NULL;
+    for (size_t i = 0; g && i < sizeof wide_kernels / sizeof *wide_kernels; i++)
+        if (!strcmp(g, wide_kernels[i].name) && wide_shared(&wide_kernels[i]) <= shared) return &wide_kernels[i];
+    return wide_shared(&wide_kernels[1]) <= shared ? &wide_kernels[1]
+           : wide_shared(&wide_kernels[0]) <= shared ? &wide_kernels[0] : NULL;
 }
 
 /* The wide kernel where the product fills its tiles. */
-static int gemm_wide_ok(const mps_ctx *c, int M, int N) { return c->gemm_wide >= 0 && M >= WIDE && N >= WIDE; }
+static int gemm_wide_ok(const mps_ctx *c, int M, int N) { return c->wide && M >= WIDE && N >= WIDE; }
 
 /* Elements from a matrix's first to one past its last, which gemm.comp indexes in 32 bits. */
 static size_t gemm_span(int trans, int rows, int cols, int ld) {
@@ -182,8 +205,8 @@ static void mps_gemm(trm_backend *b, trm_gemm_dt dt, int ta, int tb, int M, int 
     float *C = Cv;
     if (K < 0 || alpha == 0.0f) K = 0; /* C = beta·C, A and B unread (BLAS) */
     mps_ctx *c = CTX(b);
-    int wide = gemm_wide_ok(c, M, N), tm = wide ? WIDE : TILE_M, tn = wide ? WIDE : TILE_N;
-    uint32_t spec[VK_SPEC] = {(TILE_M / THREAD_M) * (TILE_N / THREAD_N), 0, TILE_M, TILE_N, TILE_K, THREAD_M, THREAD_N,
+    int wide = gemm_wide_ok(c, M, N), tm = wide ? c->wide->bm : TILE_M, tn = wide ? WIDE : TILE_N;
+    uint32_t spec[VK_SPEC] = {wide ? (uint32_t)(tm / 8 * (WIDE / 8)) : (TILE_M / THREAD_M) * (TILE_N / THREAD_N), 0, TILE_M, TILE_N, TILE_K, THREAD_M, THREAD_N,
                               (uint32_t)!!ta, (uint32_t)!!tb, vec4_ok(Am, lda, sA, batch), vec4_ok(Bm, ldb, sB, batch)};
     uint32_t gx = (uint32_t)((N + tn - 1) / tn), gy = (uint32_t)((M + tm - 1) / tm);
     if (gx > MAX_GROUPS || gy > MAX_GROUPS) {
@@ -204,7 +227,7 @@ static void mps_gemm(trm_backend *b, trm_gemm_dt dt, int ta, int tb, int M, int 
         kchunk = (kchunk + TILE_K - 1) / TILE_K * TILE_K;
         splits = ((size_t)K + kchunk - 1) / kchunk;
     }
-    int kern = c->kern[wide ? c->gemm_wide : K_GEMM];
+    int kern = c->kern[wide ? c->wide->kern : K_GEMM];
     size_t span_a = K > 0 ? gemm_span(ta, M, K, lda) : 0, span_b = K > 0 ? gemm_span(tb, K, N, ldb) : 0;
     size_t span_c = gemm_span(0, M, N, ldc);
     int64_t one = batch > 1;
@@ -247,16 +270,32 @@ static void mps_gemm(trm_backend *b, trm_gemm_dt dt, int ta, int tb, int M, int 
 
 
 /* Activations are fp32 here (caps.bf16_acts is 0): the void pointers of backend.h are floats. */
+/* add, axpy and copy in vec4 where n and the pointers allow, else a float at a time */
 static void mps_add(trm_backend *b, void *y, const void *x1, const void *x2, size_t n) {
-    elem_pc pc = {.y = A(y), .x1 = A(x1), .x2 = A(x2), .n = u32(n, "add")};
+    uint32_t v = n % 4 == 0 && al16(y, x1, x2);
+    elem_pc pc = {.y = A(y), .x1 = A(x1), .x2 = A(x2), .n = u32(v ? n / 4 : n, "add")};
     rd(b, x1, n), rd(b, x2, n), wr(b, y, n);
-    run1d(b, K_ELEM, EW_ADD, &pc, sizeof pc, n);
+    run1d_vec(b, K_ELEM, EW_ADD, v, &pc, sizeof pc, pc.n);
 }
 
 static void mps_axpy(trm_backend *b, void *y, const void *x, float alpha, size_t n) {
-    elem_pc pc = {.y = A(y), .x1 = A(x), .n = u32(n, "axpy"), .alpha = alpha};
+    uint32_t v = n % 4 == 0 && al16(y, x, NULL);
+    elem_pc pc = {.y = A(y), .x1 = A(x), .n = u32(v ? n / 4 : n, "axpy"), .alpha = alpha};
     rd(b, x, n), rd(b, y, n), wr(b, y, n);
-    run1d(b, K_ELEM, EW_AXPY, &pc, sizeof pc, n);
+    run1d_vec(b, K_ELEM, EW_AXPY, v, &pc, sizeof pc, pc.n);
+}
+
+/* A kernel rather than vkCmdCopyBuffer where the ranges are whole aligned vec4 and apart: on an
+ * H200 the transfer command moved ~0.65 TB/s, a kernel moves several times that. */
+static void mps_copy(trm_backend *b, void *d, const void *s, size_t bytes) {
+    const char *dc = d, *sc = s;
+    if (bytes % 16 || !al16(d, s, NULL) || !(dc + bytes <= sc || sc + bytes <= dc) || bytes / 16 > INT32_MAX) {
+        vk_copy(&CTX(b)->vk, d, s, bytes);
+        return;
+    }
+    elem_pc pc = {.y = A(d), .x1 = A(s), .n = (uint32_t)(bytes / 16)};
+    rd_bytes(b, s, bytes), wr_bytes(b, d, bytes);
+    run1d_vec(b, K_ELEM, EW_COPY, 1, &pc, sizeof pc, pc.n);
 }
 
 static void mps_transpose(trm_backend *b, void *outv, int ldo, const void *inv, int ldi, int batch, int rows,
@@ -315,7 +354,8 @@ static void mps_rmsnorm_fwd(trm_backend *b, void *y, float *rstd, const void *x,
     size_t n = (size_t)rows * ld;
     rd(b, x, n), wr(b, y, n), wr(b, rstd, (size_t)rows);
     if (res) rd(b, res, n);
-    run_rows(b, K_RMSNORM, 0, row_wg(dim), &pc, sizeof pc, (size_t)rows);
+    uint32_t v = dim % 4 == 0 && ld % 4 == 0 && al16(y, x, res);
+    run_rows_vec(b, K_RMSNORM, 0, v, row_wg(dim), &pc, sizeof pc, (size_t)rows);
 }
 
 static void mps_rmsnorm_bwd(trm_backend *b, void *dx, const void *dy, const void *y, const float *rstd, int rows,
@@ -325,7 +365,8 @@ static void mps_rmsnorm_bwd(trm_backend *b, void *dx, const void *dy, const void
     rms_pc pc = {A(dx), A(rstd), A(dy), A(y), (uint32_t)rows, (uint32_t)dim, 0, (uint32_t)ld};
     size_t n = (size_t)rows * ld;
     rd(b, dy, n), rd(b, y, n), rd(b, rstd, (size_t)rows), wr(b, dx, n);
-    run_rows(b, K_RMSNORM, 1, row_wg(dim), &pc, sizeof pc, (size_t)rows);
+    uint32_t v = dim % 4 == 0 && ld % 4 == 0 && al16(dx, dy, y);
+    run_rows_vec(b, K_RMSNORM, 1, v, row_wg(dim), &pc, sizeof pc, (size_t)rows);
 }
 
 typedef struct {
@@ -338,17 +379,19 @@ static void mps_swiglu_fwd(trm_backend *b, void *out, const void *gu, int rows, 
     if (rows <= 0 || I <= 0) return;
     u32((size_t)rows * 2 * I, "swiglu");
     swiglu_pc pc = {A(out), A(gu), 0, (uint32_t)rows, (uint32_t)I, 0};
+    uint32_t v = I % 4 == 0 && al16(out, gu, NULL);
     rd(b, gu, (size_t)rows * 2 * I), wr(b, out, (size_t)rows * I);
-    run1d(b, K_SWIGLU, 0, &pc, sizeof pc, (size_t)rows * I);
+    run1d_vec(b, K_SWIGLU, 0, v, &pc, sizeof pc, (size_t)rows * I / (v ? 4 : 1));
 }
 
 static void mps_swiglu_bwd(trm_backend *b, void *dgu, void *act, const void *dout, const void *gu, int rows, int I) {
     if (rows <= 0 || I <= 0) return;
     u32((size_t)rows * 2 * I, "swiglu");
     swiglu_pc pc = {A(dgu), A(gu), A(dout), (uint32_t)rows, (uint32_t)I, A(act)};
+    uint32_t v = I % 4 == 0 && al16(dgu, gu, dout) && al16(act, NULL, NULL);
     rd(b, gu, (size_t)rows * 2 * I), rd(b, dout, (size_t)rows * I), wr(b, dgu, (size_t)rows * 2 * I);
     if (act) wr(b, act, (size_t)rows * I);
-    run1d(b, K_SWIGLU, 1, &pc, sizeof pc, (size_t)rows * I);
+    run1d_vec(b, K_SWIGLU, 1, v, &pc, sizeof pc, (size_t)rows * I / (v ? 4 : 1));
 }
 
 typedef struct {
@@ -362,8 +405,9 @@ static void rope(trm_backend *b, float *qkv, const float *cs, const float *sn, i
     u32((size_t)B * T * 3 * H * hd, "rope");
     rope_pc pc = {A(qkv), A(cs), A(sn), (uint32_t)B, (uint32_t)T, (uint32_t)H, (uint32_t)hd};
     size_t all = (size_t)B * T * 3 * H * hd;
+    uint32_t v = hd % 8 == 0 && al16(qkv, cs, sn);
     rd(b, qkv, all), wr(b, qkv, all), rd(b, cs, (size_t)T * hd), rd(b, sn, (size_t)T * hd);
-    run1d(b, K_ROPE, (uint32_t)bwd, &pc, sizeof pc, n);
+    run1d_vec(b, K_ROPE, (uint32_t)bwd, v, &pc, sizeof pc, n / (v ? 4 : 1));
 }
 static void mps_rope_fwd(trm_backend *b, void *q, const float *c, const float *s, int B, int T, int H, int hd) {
     rope(b, q, c, s, B, T, H, hd, 0);
@@ -711,7 +755,7 @@ trm_backend *trm_mps_backend_create(int index, trm_err *e) {
             free(c);
             return NULL;
         }
-    c->gemm_wide = gemm_wide_pick(&c->vk);
+    c->wide = gemm_wide_pick(&c->vk);
     trm_backend *b = xcalloc(1, sizeof *b);
     b->name = "mps";
     b->caps = (trm_caps)TRM_CAPS_MPS;

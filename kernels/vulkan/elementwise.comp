@@ -6,11 +6,12 @@
 #include "reduce.glsl"
 
 layout(constant_id = 1) const uint MODE = 0;
-const uint ADD = 0, AXPY = 1, TRANSPOSE = 2, BIAS_FWD = 3, BIAS_BWD = 4, SPLITK_SUM = 5;
+layout(constant_id = 2) const uint VEC = 0; // add, axpy, copy: n counts vec4 (buffers 16-byte aligned)
+const uint ADD = 0, AXPY = 1, TRANSPOSE = 2, BIAS_FWD = 3, BIAS_BWD = 4, SPLITK_SUM = 5, COPY = 6;
 
 layout(push_constant) uniform pc_t {
-    uvec2 y;    // add, axpy, bias_fwd: y; transpose: out; bias_bwd: dbias
-    uvec2 x1;   // add: x1; axpy: x; transpose: in; bias_fwd: bias; bias_bwd: dy
+    uvec2 y;    // add, axpy, bias_fwd, copy: y; transpose: out; bias_bwd: dbias
+    uvec2 x1;   // add: x1; axpy, copy: x; transpose: in; bias_fwd: bias; bias_bwd: dy
     uvec2 x2;   // add: x2
     uint n;     // add, axpy, splitk_sum: elements; transpose: the input's row stride
     uint rows, cols, ld; // transpose: ld is the output's row stride (≥ rows; zeros past rows)
@@ -44,7 +45,17 @@ void transpose_tile() {
 }
 
 void main() {
-    if (MODE == ADD) {
+    if (VEC != 0u) {
+        f32x4_ref y = f32x4_ref(pc.y), a = f32x4_ref(pc.x1), b = f32x4_ref(pc.x2);
+        if (MODE == ADD) FOR_EACH(i, pc.n) y.v[i] = a.v[i] + b.v[i];
+        if (MODE == AXPY) FOR_EACH(i, pc.n) y.v[i] += pc.alpha * a.v[i];
+        if (MODE == COPY) FOR_EACH(i, pc.n) y.v[i] = a.v[i];
+        return;
+    }
+    if (MODE == COPY) {
+        f32_ref y = f32_ref(pc.y), x = f32_ref(pc.x1);
+        FOR_EACH(i, pc.n) y.v[i] = x.v[i];
+    } else if (MODE == ADD) {
         f32_ref y = f32_ref(pc.y), a = f32_ref(pc.x1), b = f32_ref(pc.x2);
         FOR_EACH(i, pc.n) y.v[i] = a.v[i] + b.v[i];
     } else if (MODE == AXPY) {

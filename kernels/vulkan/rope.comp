@@ -5,6 +5,7 @@
 #include "common.glsl"
 
 layout(constant_id = 1) const uint MODE = 0;
+layout(constant_id = 2) const uint VEC = 0; // items are four pairs: hd % 8 = 0, buffers 16-byte aligned
 const uint FWD = 0, BWD = 1;
 
 layout(push_constant) uniform pc_t {
@@ -12,20 +13,38 @@ layout(push_constant) uniform pc_t {
     uint B, T, H, hd;
 } pc;
 
+// Item j (a pair, or four with VEC) of a head's half: x[base + j] and x[base + j + h2] rotated by
+// the angle's cos and sin at tb + j (and + h2). T: float or vec4; indices in units of T.
+#define ROPE_ITEM(x, cs, sn, base, tb, j, h2)                                  \
+    {                                                                          \
+        uint p0 = base + j, p1 = base + j + h2, c0 = tb + j, c1 = tb + j + h2; \
+        if (MODE == FWD) {                                                     \
+            x.v[p0] = x.v[p0] * cs.v[c0] - x.v[p1] * sn.v[c0];                 \
+            x.v[p1] = x.v[p1] * cs.v[c1] + a_ * sn.v[c1];                      \
+        } else {                                                               \
+            x.v[p0] = x.v[p0] * cs.v[c0] + x.v[p1] * sn.v[c1];                 \
+            x.v[p1] = x.v[p1] * cs.v[c1] - a_ * sn.v[c0];                      \
+        }                                                                      \
+    }
+
 void main() {
-    f32_ref x = f32_ref(pc.qkv), cs = f32_ref(pc.cos_), sn = f32_ref(pc.sin_);
-    uint h2 = pc.hd / 2u, H2 = 2u * pc.H;
-    FOR_EACH(i, pc.B * pc.T * H2 * h2) {
-        uint j = i % h2, k = i / h2;
-        uint head = k % H2, row = k / H2, t = row % pc.T;
-        uint base = row * 3u * pc.H * pc.hd + head * pc.hd, tb = t * pc.hd;
-        float a = x.v[base + j], b = x.v[base + j + h2];
-        if (MODE == FWD) {
-            x.v[base + j] = a * cs.v[tb + j] - b * sn.v[tb + j];
-            x.v[base + j + h2] = b * cs.v[tb + j + h2] + a * sn.v[tb + j + h2];
-        } else {
-            x.v[base + j] = a * cs.v[tb + j] + b * sn.v[tb + j + h2];
-            x.v[base + j + h2] = b * cs.v[tb + j + h2] - a * sn.v[tb + j];
+    uint H2 = 2u * pc.H, w = VEC != 0u ? 4u : 1u; // w: floats an item moves
+    uint h2 = pc.hd / 2u / w, hd = pc.hd / w, row_len = 3u * pc.H * hd;
+    if (VEC != 0u) {
+        f32x4_ref x = f32x4_ref(pc.qkv), cs = f32x4_ref(pc.cos_), sn = f32x4_ref(pc.sin_);
+        FOR_EACH(i, pc.B * pc.T * H2 * h2) {
+            uint j = i % h2, k = i / h2, head = k % H2, row = k / H2;
+            uint base = row * row_len + head * hd, tb = (row % pc.T) * hd;
+            vec4 a_ = x.v[base + j];
+            ROPE_ITEM(x, cs, sn, base, tb, j, h2)
         }
+        return;
+    }
+    f32_ref x = f32_ref(pc.qkv), cs = f32_ref(pc.cos_), sn = f32_ref(pc.sin_);
+    FOR_EACH(i, pc.B * pc.T * H2 * h2) {
+        uint j = i % h2, k = i / h2, head = k % H2, row = k / H2;
+        uint base = row * row_len + head * hd, tb = (row % pc.T) * hd;
+        float a_ = x.v[base + j];
+        ROPE_ITEM(x, cs, sn, base, tb, j, h2)
     }
 }
