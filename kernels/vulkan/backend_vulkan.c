@@ -16,8 +16,8 @@ trm_backend *trm_mps_backend_create(int index, trm_err *e);
 int trm_mps_probe(char *desc, size_t desc_len);
 int trm_mps_probe_auto(char *desc, size_t desc_len);
 
-enum { K_GEMM, K_GEMM_WIDE, K_GEMM_WIDE_K32, K_GEMM_WIDE_DB16, K_ELEM, K_RMSNORM, K_SWIGLU, K_ROPE, K_ATT, K_EMBED, K_LOSS, K_ACT, K_OPTIM, K_COUNT };
-static const char *const kernel_names[K_COUNT] = {"gemm",    "gemm_wide", "gemm_wide_k32", "gemm_wide_db16", "elementwise", "rmsnorm", "swiglu", "rope",
+enum { K_GEMM, K_GEMM_WIDE, K_GEMM_WIDE_K32, K_ELEM, K_RMSNORM, K_SWIGLU, K_ROPE, K_ATT, K_EMBED, K_LOSS, K_ACT, K_OPTIM, K_COUNT };
+static const char *const kernel_names[K_COUNT] = {"gemm",    "gemm_wide", "gemm_wide_k32", "elementwise", "rmsnorm", "swiglu", "rope",
                                                   "attention", "embed",   "loss",        "act",     "optim"};
 
 enum { SCR_ATT_S, SCR_ATT_DP, SCR_ATT_DR, SCR_EMBED, SCR_LOSS, SCR_SPLITK, SCR_COUNT };
@@ -154,11 +154,10 @@ enum { TILE_M = 64, TILE_N = 64, TILE_K = 16, THREAD_M = 4, THREAD_N = 4, WIDE =
 /* The wide kernels (gemm_wide*.comp): tile rows, steps of K, shared memory, invocations. */
 typedef struct wide_kernel {
     const char *name;
-    int kern, bm, bk, nbuf;
+    int kern, bm, bk;
 } wide_kernel;
-static const wide_kernel wide_kernels[] = {
-    {"wide16", K_GEMM_WIDE, 128, 16, 1}, {"wide32", K_GEMM_WIDE_K32, 128, 32, 1}, {"db16", K_GEMM_WIDE_DB16, 128, 16, 2}};
-static uint32_t wide_shared(const wide_kernel *w) { return (uint32_t)(w->nbuf * (w->bm + WIDE) * (w->bk + 4) * 4); }
+static const wide_kernel wide_kernels[] = {{"wide16", K_GEMM_WIDE, 128, 16}, {"wide32", K_GEMM_WIDE_K32, 128, 32}};
+static uint32_t wide_shared(const wide_kernel *w) { return (uint32_t)((w->bm + WIDE) * (w->bk + 4) * 4); }
 
 /* The wide kernel for this device: 32 steps of K a tile where a work group may have the 36 KiB
  * of shared memory they take (NVIDIA: 48 KiB; 5% faster than 16 steps on an H200), else 16 steps
@@ -418,7 +417,7 @@ static void mps_rope_bwd(trm_backend *b, void *q, const float *c, const float *s
 
 /* ---- attention: one head at a time, strided-batched over the batch (attention.comp) ------------ */
 
-enum { AT_SOFTMAX_LSE, AT_EXP_LSE, AT_ROWDOT, AT_DS };
+enum { AT_SOFTMAX_LSE, AT_EXP_LSE, AT_ROWDOT, AT_DS, AT_SOFTMAX_LSE_SHORT };
 typedef struct {
     uint64_t s, lse, p, o;
     uint32_t B, T, H, h, hd;
@@ -430,7 +429,10 @@ static void att_kernel(trm_backend *b, int mode, float *s, const float *lse, con
     size_t scores = (size_t)B * T * T, stats = (size_t)B * H * T; /* one head's (B, T, T); (B, H, T) */
     if (mode == AT_SOFTMAX_LSE) {
         rd(b, s, scores), wr(b, s, scores), wr(b, lse, stats);
-        run_rows(b, K_ATT, AT_SOFTMAX_LSE, T >= 512 ? 128 : 64, &pc, sizeof pc, (size_t)B * T);
+        if (T <= 4 * 32) /* AT_SOFTMAX_LSE_SHORT: 32 invocations a row, 8 rows a group of 256 */
+            run_rows(b, K_ATT, AT_SOFTMAX_LSE_SHORT, 256, &pc, sizeof pc, ((size_t)B * T + 7) / 8);
+        else
+            run_rows(b, K_ATT, AT_SOFTMAX_LSE, T >= 512 ? 128 : 64, &pc, sizeof pc, (size_t)B * T);
     } else if (mode == AT_ROWDOT) { /* s: the rowsums; p, o: dO and O, (B, T, H, hd) */
         size_t n = (size_t)B * T * H * hd;
         rd(b, p, n), rd(b, o, n), wr(b, s, stats);

@@ -1,6 +1,7 @@
-// gemm_wide.comp — the large products of gemm.comp's contract (C[i] = alpha·op(A[i])·op(B[i])
-// + beta·C[i], strided batch on layer z, split K as there) with 128×128 tiles of C, 16 steps of
-// K, 8×8 outputs per invocation (256 invocations). The tile is a compile-time constant, not a
+// gemm_wide.glsl — the large products of gemm.comp's contract (C[i] = alpha·op(A[i])·op(B[i])
+// + beta·C[i], strided batch on layer z, split K as there) with 128×128 tiles of C, GEMM_BK steps
+// of K at a time (gemm_wide.comp 16, gemm_wide_k32.comp 32), 8×8 outputs per invocation (256
+// invocations). The tile is a compile-time constant, not a
 // specialization constant, so the driver keeps the 64 sums in registers.
 //
 // No operand is transposed on its way into shared memory: a tile is kept in the layout it has
@@ -15,14 +16,10 @@
 
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer v4_ref { vec4 v[]; };
 
-#ifndef GEMM_BK
-#define GEMM_BK 16
-#endif
-#ifndef GEMM_DB
-#define GEMM_DB 0
+#if !defined(GEMM_BK)
+#error "gemm_wide.glsl needs GEMM_BK (16 or 32): the steps of K a tile holds"
 #endif
 const uint BM = 128u, BN = 128u, BK = GEMM_BK, TM = 8u, TN = 8u;
-const uint NBUF = GEMM_DB != 0 ? 2u : 1u; // double-buffered: one barrier a step
 const uint NT = (BM / TM) * (BN / TN); // invocations: specialization constant 0 must be 256
 const uint KS = BK + 4u;               // row stride of a K-major tile (floats), see above
 layout(constant_id = 7) const uint TA = 0;
@@ -39,9 +36,8 @@ layout(push_constant) uniform pc_t {
 } pc;
 
 // Either layout fits: BM·KS ≥ BK·BM.
-const uint TILE4 = BM * KS / 4u; // vec4 of one buffer of one operand
-shared vec4 As[NBUF * TILE4];
-shared vec4 Bs[NBUF * TILE4];
+shared vec4 As[BM * KS / 4u];
+shared vec4 Bs[BN * KS / 4u];
 
 const uint L4 = BM * BK / 4u / NT; // vec4 of each operand an invocation moves per step (2)
 
@@ -84,33 +80,32 @@ void fetch_b(f32_ref B, uint n0, uint k0, uint ke, uint tid, inout vec4 r[L4]) {
                         : fetch4(B, pc.ldb, k0 + g.y, n0 + g.x, ke, pc.N, VB != 0u);
     }
 }
-void store_a(uint tid, uint buf, vec4 r[L4]) {
+void store_a(uint tid, vec4 r[L4]) {
     [[unroll]] for (uint q = 0u; q < L4; q++) {
         uvec2 g = group_at(tid, q, TA == 0u, BM);
-        As[buf * TILE4 + (TA == 0u ? g.x * KS + g.y : g.y * BM + g.x) / 4u] = r[q];
+        As[(TA == 0u ? g.x * KS + g.y : g.y * BM + g.x) / 4u] = r[q];
     }
 }
-void store_b(uint tid, uint buf, vec4 r[L4]) {
+void store_b(uint tid, vec4 r[L4]) {
     [[unroll]] for (uint q = 0u; q < L4; q++) {
         uvec2 g = group_at(tid, q, TB != 0u, BN);
-        Bs[buf * TILE4 + (TB != 0u ? g.x * KS + g.y : g.y * BN + g.x) / 4u] = r[q];
+        Bs[(TB != 0u ? g.x * KS + g.y : g.y * BN + g.x) / 4u] = r[q];
     }
 }
 
 // The tile row of output row i (0..7) of invocation t: see the header.
 uint own(uint t, uint i, bool kmajor) { return kmajor ? t + 16u * i : 4u * t + (i % 4u) + 64u * (i / 4u); }
 
-// The products of one step of K from buffer `buf` into acc.
-void multiply(uint tr, uint tc, uint buf, inout float acc[TM * TN]) {
+// The products of the step of K in shared memory into acc.
+void multiply(uint tr, uint tc, inout float acc[TM * TN]) {
     const bool ka = TA == 0u, kb_ = TB != 0u; // k-major tiles
-    uint a0 = buf * TILE4, b0 = buf * TILE4;
     [[unroll]] for (uint kg = 0u; kg < BK; kg += 4u) {
         // fa[i]: row i's four k (k-major) or, at [2q + h], rows 4tr+64h.. at k = kg+q
         vec4 fa[8], fb[8];
         [[unroll]] for (uint i = 0u; i < 8u; i++)
-            fa[i] = ka ? As[a0 + (own(tr, i, true) * KS + kg) / 4u] : As[a0 + ((kg + i / 2u) * BM + 4u * tr + 64u * (i % 2u)) / 4u];
+            fa[i] = ka ? As[(own(tr, i, true) * KS + kg) / 4u] : As[((kg + i / 2u) * BM + 4u * tr + 64u * (i % 2u)) / 4u];
         [[unroll]] for (uint j = 0u; j < 8u; j++)
-            fb[j] = kb_ ? Bs[b0 + (own(tc, j, true) * KS + kg) / 4u] : Bs[b0 + ((kg + j / 2u) * BN + 4u * tc + 64u * (j % 2u)) / 4u];
+            fb[j] = kb_ ? Bs[(own(tc, j, true) * KS + kg) / 4u] : Bs[((kg + j / 2u) * BN + 4u * tc + 64u * (j % 2u)) / 4u];
         [[unroll]] for (uint q = 0u; q < 4u; q++)
             [[unroll]] for (uint i = 0u; i < TM; i++) {
                 float a = ka ? fa[i][q] : fa[2u * q + i / 4u][i % 4u];
@@ -139,23 +134,21 @@ void main() {
     if (kb < ke) {
         fetch_a(A, m0, kb, ke, tid, ra);
         fetch_b(B, n0, kb, ke, tid, rb);
-        store_a(tid, 0u, ra);
-        store_b(tid, 0u, rb);
+        store_a(tid, ra);
+        store_b(tid, rb);
     }
     barrier();
-    uint cur = 0u;
     for (uint k0 = kb; k0 < ke; k0 += BK) {
         bool more = k0 + BK < ke;
         if (more) { // in flight while this step multiplies
             fetch_a(A, m0, k0 + BK, ke, tid, ra);
             fetch_b(B, n0, k0 + BK, ke, tid, rb);
         }
-        multiply(tr, tc, cur, acc);
-        if (NBUF == 1u) barrier(); // all reads of the one buffer done before it is refilled
+        multiply(tr, tc, acc);
+        barrier(); // every read of the tile done before it is refilled
         if (more) {
-            cur = (cur + 1u) % NBUF;
-            store_a(tid, cur, ra);
-            store_b(tid, cur, rb);
+            store_a(tid, ra);
+            store_b(tid, rb);
         }
         barrier();
     }

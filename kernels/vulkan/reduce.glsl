@@ -26,3 +26,23 @@ shared float red[256];
 #define WG_MAX_INTO(a, b) a = max(a, b)
 WG_REDUCE(wg_sum, WG_ADD_INTO)
 WG_REDUCE(wg_max, WG_MAX_INTO)
+
+// float NAME(float v, uint G): the same fold within each aligned segment of G invocations (G a
+// power of two dividing the workgroup), every segment at once: several short rows per workgroup
+// with one tree's barriers between them. Each invocation gets its segment's result.
+#define SEG_REDUCE(NAME, INTO)                                         \
+    float NAME(float v, uint G) {                                      \
+        uint t = gl_LocalInvocationID.x, lane = t % G;                 \
+        barrier();                                                     \
+        red[t] = v;                                                    \
+        barrier();                                                     \
+        for (uint s = G / 2u; s > 0u; s >>= 1u) {                      \
+            if (lane < s) INTO(red[t], red[t + s]);                    \
+            barrier();                                                 \
+        }                                                              \
+        float r = red[t - lane];                                       \
+        barrier();                                                     \
+        return r;                                                      \
+    }
+SEG_REDUCE(seg_sum, WG_ADD_INTO)
+SEG_REDUCE(seg_max, WG_MAX_INTO)
