@@ -142,22 +142,21 @@ typedef struct {
     uint32_t kchunk, ksplit;
 } gemm_pc;
 
-/* Two tile shapes. gemm.comp: 64×64 tiles, 16 steps of K, 4×4 outputs per invocation (256
- * invocations), for small and batched products (attention's per-head ones). gemm_wide.comp:
- * 128×128, 8×8 per invocation, its tile compiled in, for products at least a tile wide both
- * ways. Measured on an H100 through NVIDIA's Vulkan driver: bench/README.md. */
-enum { TILE_M = 64, TILE_N = 64, TILE_K = 16, THREAD_M = 4, THREAD_N = 4, WIDE = 128 };
-/* These must equal the defaults of gemm.comp's specialization constants 2..6: MoltenVK sizes
- * shared arrays from a specialization constant's default (SPIRV-Cross), not from the value
- * given, so another tile here would overrun shared memory on a Mac. */
+/* One GEMM source (gemm.glsl), three tiles compiled in: gemm.comp 64×64 (4×4 sums an
+ * invocation) for small and batched products (attention's per-head ones), gemm_wide*.comp
+ * 128×128 (8×8) for products at least a tile wide both ways. All have 256 invocations and
+ * steps of K that are multiples of 16 (split K rounds its chunks to them). Measured on an H200
+ * through NVIDIA's Vulkan driver: bench/README.md. */
+enum { TILE = 64, WIDE = 128, GEMM_WG = 256, TILE_K = 16 };
 
-/* The wide kernels (gemm_wide*.comp): tile rows, steps of K, shared memory, invocations. */
+/* The wide kernels (gemm_wide*.comp) by their steps of K, and the shared memory each takes (two
+ * tiles of WIDE rows of bk + 4 floats). */
 typedef struct wide_kernel {
     const char *name;
-    int kern, bm, bk;
+    int kern, bk;
 } wide_kernel;
-static const wide_kernel wide_kernels[] = {{"wide16", K_GEMM_WIDE, 128, 16}, {"wide32", K_GEMM_WIDE_K32, 128, 32}};
-static uint32_t wide_shared(const wide_kernel *w) { return (uint32_t)((w->bm + WIDE) * (w->bk + 4) * 4); }
+static const wide_kernel wide_kernels[] = {{"wide16", K_GEMM_WIDE, 16}, {"wide32", K_GEMM_WIDE_K32, 32}};
+static uint32_t wide_shared(const wide_kernel *w) { return (uint32_t)(2 * WIDE * (w->bk + 4) * 4); }
 
 /* The wide kernel for this device: 32 steps of K a tile where a work group may have the 36 KiB
  * of shared memory they take (NVIDIA: 48 KiB; 5% faster than 16 steps on an H200), else 16 steps
@@ -204,8 +203,8 @@ static void mps_gemm(trm_backend *b, trm_gemm_dt dt, int ta, int tb, int M, int 
     float *C = Cv;
     if (K < 0 || alpha == 0.0f) K = 0; /* C = beta·C, A and B unread (BLAS) */
     mps_ctx *c = CTX(b);
-    int wide = gemm_wide_ok(c, M, N), tm = wide ? c->wide->bm : TILE_M, tn = wide ? WIDE : TILE_N;
-    uint32_t spec[VK_SPEC] = {wide ? (uint32_t)(tm / 8 * (WIDE / 8)) : (TILE_M / THREAD_M) * (TILE_N / THREAD_N), 0, TILE_M, TILE_N, TILE_K, THREAD_M, THREAD_N,
+    int wide = gemm_wide_ok(c, M, N), tm = wide ? WIDE : TILE, tn = tm;
+    uint32_t spec[VK_SPEC] = {GEMM_WG, 0, 0, 0, 0, 0, 0,
                               (uint32_t)!!ta, (uint32_t)!!tb, vec4_ok(Am, lda, sA, batch), vec4_ok(Bm, ldb, sB, batch)};
     uint32_t gx = (uint32_t)((N + tn - 1) / tn), gy = (uint32_t)((M + tm - 1) / tm);
     if (gx > MAX_GROUPS || gy > MAX_GROUPS) {

@@ -1,25 +1,37 @@
-// gemm_wide.glsl — the large products of gemm.comp's contract (C[i] = alpha·op(A[i])·op(B[i])
-// + beta·C[i], strided batch on layer z, split K as there) with 128×128 tiles of C, GEMM_BK steps
-// of K at a time (gemm_wide.comp 16, gemm_wide_k32.comp 32), 8×8 outputs per invocation (256
-// invocations). The tile is a compile-time constant, not a
-// specialization constant, so the driver keeps the 64 sums in registers.
+// gemm.glsl — C[i] = alpha·op(A[i])·op(B[i]) + beta·C[i] over a strided batch (one batch matrix
+// per workgroup layer z), row-major with leading dimensions, either operand transposed; beta = 0
+// never reads C (it may hold NaN), as BLAS. The counterpart of cuBLASLt on cuda. A product with
+// few output tiles and a long K (weight gradients: K = every row of the batch) is split along K
+// into partial products that elementwise.comp sums in order.
+//
+// GEMM_BM × GEMM_BM tiles of C (128 or 64), GEMM_BK steps of K at a time, GEMM_TM × GEMM_TM sums
+// per invocation (8 or 4; 16 × 16 invocations), double-buffered through registers: the next
+// step's tile is fetched while this one is multiplied. The tile is compiled in (gemm*.comp
+// define it), not a specialization constant: with specialization constants NVIDIA's driver kept
+// an 8×8 block's sums in local memory (2 TFLOP/s), and MoltenVK sizes shared arrays from their
+// defaults. Transposes and vec4 alignment stay specialization constants.
 //
 // No operand is transposed on its way into shared memory: a tile is kept in the layout it has
 // in memory (A with TA = 0 and B with TB = 1 as rows of K, the others as rows of M or N), so
 // every store to shared memory is a whole vec4. The inner loop reads four steps of K at a time:
 // a K-major tile gives one vec4 (four k) per row an invocation owns, an M-major tile one vec4
 // (four rows) per k. Which rows an invocation owns follows from the layout: rows t, t+16, …
-// of a K-major tile (eight invocations of a quarter warp read eight consecutive rows, 20 floats
-// apart: distinct banks), rows 4t..4t+3 and 64+4t.. of an M-major one (consecutive vec4).
+// of a K-major tile (eight invocations of a quarter warp read eight consecutive rows, BK+4
+// floats apart: distinct banks), rows 4t..4t+3 (and BM/2+4t.. with 8) of an M-major one
+// (consecutive vec4). Measured against other layouts on an H200: bench/README.md.
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer v4_ref { vec4 v[]; };
 
-#if !defined(GEMM_BK)
-#error "gemm_wide.glsl needs GEMM_BK (16 or 32): the steps of K a tile holds"
+#if !defined(GEMM_BK) || !defined(GEMM_BM) || !defined(GEMM_TM)
+#error "gemm.glsl needs GEMM_BM (tile: 128 or 64), GEMM_TM (sums per invocation: 8 or 4), GEMM_BK (16 or 32)"
 #endif
-const uint BM = 128u, BN = 128u, BK = GEMM_BK, TM = 8u, TN = 8u;
+#if GEMM_BM / GEMM_TM != 16
+#error "16 x 16 invocations a tile"
+#endif
+const uint BM = GEMM_BM, BN = GEMM_BM, BK = GEMM_BK, TM = GEMM_TM, TN = GEMM_TM;
+const uint GR = TM / 4u; // an M-major tile's groups of 4 rows per invocation, BM/GR apart
 const uint NT = (BM / TM) * (BN / TN); // invocations: specialization constant 0 must be 256
 const uint KS = BK + 4u;               // row stride of a K-major tile (floats), see above
 layout(constant_id = 7) const uint TA = 0;
@@ -29,10 +41,11 @@ layout(constant_id = 10) const uint VB = 0;
 
 layout(push_constant) uniform pc_t {
     uvec2 a, b, c;
-    uvec2 sa, sb, sc;
+    uvec2 sa, sb, sc; // element strides between the matrices of the batch (64-bit); sc: between
+                      // the outputs of layer z (split K: the partial products)
     uint M, N, K, lda, ldb, ldc;
     float alpha, beta;
-    uint kchunk, ksplit;
+    uint kchunk, ksplit; // split K: layer z = batch·ksplit + s sums k in [s·kchunk, (s+1)·kchunk)
 } pc;
 
 // Either layout fits: BM·KS ≥ BK·BM.
@@ -94,23 +107,23 @@ void store_b(uint tid, vec4 r[L4]) {
 }
 
 // The tile row of output row i (0..7) of invocation t: see the header.
-uint own(uint t, uint i, bool kmajor) { return kmajor ? t + 16u * i : 4u * t + (i % 4u) + 64u * (i / 4u); }
+uint own(uint t, uint i, bool kmajor) { return kmajor ? t + 16u * i : 4u * t + (i % 4u) + (BM / GR) * (i / 4u); }
 
 // The products of the step of K in shared memory into acc.
 void multiply(uint tr, uint tc, inout float acc[TM * TN]) {
     const bool ka = TA == 0u, kb_ = TB != 0u; // k-major tiles
     [[unroll]] for (uint kg = 0u; kg < BK; kg += 4u) {
-        // fa[i]: row i's four k (k-major) or, at [2q + h], rows 4tr+64h.. at k = kg+q
-        vec4 fa[8], fb[8];
-        [[unroll]] for (uint i = 0u; i < 8u; i++)
-            fa[i] = ka ? As[(own(tr, i, true) * KS + kg) / 4u] : As[((kg + i / 2u) * BM + 4u * tr + 64u * (i % 2u)) / 4u];
-        [[unroll]] for (uint j = 0u; j < 8u; j++)
-            fb[j] = kb_ ? Bs[(own(tc, j, true) * KS + kg) / 4u] : Bs[((kg + j / 2u) * BN + 4u * tc + 64u * (j % 2u)) / 4u];
+        // fa[i]: row i's four k (k-major) or, at [GR·q + h], rows 4tr + h·BM/GR.. at k = kg+q
+        vec4 fa[TM], fb[TN];
+        [[unroll]] for (uint i = 0u; i < TM; i++)
+            fa[i] = ka ? As[(own(tr, i, true) * KS + kg) / 4u] : As[((kg + i / GR) * BM + 4u * tr + (BM / GR) * (i % GR)) / 4u];
+        [[unroll]] for (uint j = 0u; j < TN; j++)
+            fb[j] = kb_ ? Bs[(own(tc, j, true) * KS + kg) / 4u] : Bs[((kg + j / GR) * BN + 4u * tc + (BN / GR) * (j % GR)) / 4u];
         [[unroll]] for (uint q = 0u; q < 4u; q++)
             [[unroll]] for (uint i = 0u; i < TM; i++) {
-                float a = ka ? fa[i][q] : fa[2u * q + i / 4u][i % 4u];
+                float a = ka ? fa[i][q] : fa[GR * q + i / 4u][i % 4u];
                 [[unroll]] for (uint j = 0u; j < TN; j++) {
-                    float bv = kb_ ? fb[j][q] : fb[2u * q + j / 4u][j % 4u];
+                    float bv = kb_ ? fb[j][q] : fb[GR * q + j / 4u][j % 4u];
                     acc[i * TN + j] += a * bv;
                 }
             }
