@@ -364,12 +364,14 @@ static void gemm_all(pair *p, double tol) {
             gemm_check(p, bc, &r, tol);
             gemm_check(p, gc(ta, tb, 1, 45, 29, 1, 2, 3, 1.0f, 1.0f), &r, tol);
             gemm_check(p, gc(ta, tb, 2 * 97, 512, 512, 0, 1, 0, 1.0f, ta ? 1.0f : 0.0f), &r, tol);
-            /* at least a 128×128 tile both ways (mps's wide kernel): unaligned rows (scalar
-             * loads) over a batch, aligned rows with a ragged K (vec4 loads, then scalar ones),
-             * few tiles with a long K (split along K) */
+            /* at least a 128×128 tile both ways (mps's wide kernel): a batch whose gap of 5
+             * leaves its matrices unaligned (scalar loads), aligned rows with a ragged K (vec4
+             * loads, then scalar ones), few tiles with a long K (split along K) with unaligned
+             * and with aligned rows (vec4 loads along K from each chunk's start) */
             gemm_check(p, gc(ta, tb, 133, 141, 37, 3, 2, 5, 0.7f, -0.3f), &r, tol);
             gemm_check(p, gc(ta, tb, 160, 136, 30, (ta ? 0 : 2), 1, 0, 1.0f, 0.0f), &r, tol);
             gemm_check(p, gc(ta, tb, 130, 129, 2100, 2, 1, 0, 0.5f, 1.0f), &r, tol);
+            gemm_check(p, gc(ta, tb, 132, 128, 2100, 4, 1, 0, 1.0f, 0.0f), &r, tol);
         }
     /* as the model calls it: q head reading row 0 of each sample (lda = T·D), attention-like
      * batches of heads, and a weight gradient accumulated over rows */
@@ -546,9 +548,11 @@ static void run_rms(trm_backend *b, float *y, float *rstd, float *dx, const floa
 
 static void rmsnorm_cases(pair *p, int bf16) {
     tr_rng r = {4};
-    /* rows, dim, ld: the channel norm (D = 512), mlp_t's token norm (97 of rows of 104) */
-    int dims[][3] = {{1, 37, 37}, {45, 45, 45}, {2 * 97, 512, 512}, {3, 1000, 1000}, {300, 97, 104}, {5, 13, 16}};
-    for (int k = 0; k < 12; k++) {
+    /* rows, dim, ld: the channel norm (D = 512), mlp_t's token norm (97 of rows of 104), and
+     * 96 of 104 (mps: vec4 rows with pads) */
+    int dims[][3] = {{1, 37, 37}, {45, 45, 45}, {2 * 97, 512, 512}, {3, 1000, 1000}, {300, 97, 104}, {5, 13, 16},
+                     {7, 96, 104}};
+    for (int k = 0; k < 14; k++) {
         int rows = dims[k / 2][0], dim = dims[k / 2][1], ld = dims[k / 2][2], with_res = k % 2;
         size_t n = (size_t)rows * ld, bytes = n * sizeof(float);
         float *x = frand(&r, n, -2, 2), *res = with_res ? frand(&r, n, -2, 2) : NULL;

@@ -133,7 +133,7 @@ typedef struct {
     uint64_t sc;
 } elem_pc;
 
-/* ---- GEMM (gemm.comp) -------------------------------------------------------------------------- */
+/* ---- GEMM (gemm.glsl) -------------------------------------------------------------------------- */
 
 typedef struct {
     uint64_t a, b, c, sa, sb, sc;
@@ -145,7 +145,7 @@ typedef struct {
 /* One GEMM source (gemm.glsl), three tiles compiled in: gemm.comp 64×64 (4×4 sums an
  * invocation) for small and batched products (attention's per-head ones), gemm_wide*.comp
  * 128×128 (8×8) for products at least a tile wide both ways. All have 256 invocations and
- * steps of K that are multiples of 16 (split K rounds its chunks to them). Measured on an H200
+ * take 16 or 32 steps of K at a time (split K rounds its chunks to whole steps). Measured on an H200
  * through NVIDIA's Vulkan driver: bench/README.md. */
 enum { TILE = 64, WIDE = 128, GEMM_WG = 256, TILE_K = 16 };
 
@@ -175,7 +175,7 @@ static const wide_kernel *gemm_wide_pick(const vk_ctx *vk) {
 /* The wide kernel where the product fills its tiles. */
 static int gemm_wide_ok(const mps_ctx *c, int M, int N) { return c->wide && M >= WIDE && N >= WIDE; }
 
-/* Elements from a matrix's first to one past its last, which gemm.comp indexes in 32 bits. */
+/* Elements from a matrix's first to one past its last, which gemm.glsl indexes in 32 bits. */
 static size_t gemm_span(int trans, int rows, int cols, int ld) {
     return trans ? (size_t)(cols - 1) * (size_t)ld + (size_t)rows : (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
 }
@@ -222,7 +222,8 @@ static void mps_gemm(trm_backend *b, trm_gemm_dt dt, int ta, int tb, int M, int 
         if (splits > (size_t)K / SPLITK_MIN_K) splits = (size_t)K / SPLITK_MIN_K;
         if (splits > SPLITK_MAX) splits = SPLITK_MAX;
         kchunk = ((size_t)K + splits - 1) / splits;
-        kchunk = (kchunk + TILE_K - 1) / TILE_K * TILE_K;
+        size_t bk = wide ? (size_t)c->wide->bk : TILE_K; /* whole steps of the kernel's K */
+        kchunk = (kchunk + bk - 1) / bk * bk;
         splits = ((size_t)K + kchunk - 1) / kchunk;
     }
     int kern = c->kern[wide ? c->wide->kern : K_GEMM];

@@ -1,7 +1,8 @@
 #version 460
-// elementwise.comp — the plain elementwise ops of backend.h: add, axpy, batched transpose,
-// bias and its gradient, and the sum of a split-K GEMM's partial products (specialization
-// constant MODE picks one). Counterpart of kernels/cuda/elementwise.cu.
+// elementwise.comp — the plain elementwise ops of backend.h: add, axpy, device copies (whole
+// aligned vec4; the host copies the rest with a transfer command), batched transpose, bias and
+// its gradient, and the sum of a split-K GEMM's partial products (specialization constant MODE
+// picks one). Counterpart of kernels/cuda/elementwise.cu.
 #include "common.glsl"
 #include "reduce.glsl"
 
@@ -13,7 +14,7 @@ layout(push_constant) uniform pc_t {
     uvec2 y;    // add, axpy, bias_fwd, copy: y; transpose: out; bias_bwd: dbias
     uvec2 x1;   // add: x1; axpy, copy: x; transpose: in; bias_fwd: bias; bias_bwd: dy
     uvec2 x2;   // add: x2
-    uint n;     // add, axpy, splitk_sum: elements; transpose: the input's row stride
+    uint n;     // add, axpy, splitk_sum: elements (add, axpy, copy with VEC: vec4); transpose: the input's row stride
     uint rows, cols, ld; // transpose: ld is the output's row stride (≥ rows; zeros past rows)
     float alpha;
     float beta; // splitk_sum: C = alpha·Σ partials + beta·C (C unread when beta = 0)
@@ -52,10 +53,7 @@ void main() {
         if (MODE == COPY) FOR_EACH(i, pc.n) y.v[i] = a.v[i];
         return;
     }
-    if (MODE == COPY) {
-        f32_ref y = f32_ref(pc.y), x = f32_ref(pc.x1);
-        FOR_EACH(i, pc.n) y.v[i] = x.v[i];
-    } else if (MODE == ADD) {
+    if (MODE == ADD) {
         f32_ref y = f32_ref(pc.y), a = f32_ref(pc.x1), b = f32_ref(pc.x2);
         FOR_EACH(i, pc.n) y.v[i] = a.v[i] + b.v[i];
     } else if (MODE == AXPY) {

@@ -52,7 +52,7 @@ layout(push_constant) uniform pc_t {
 shared vec4 As[BM * KS / 4u];
 shared vec4 Bs[BN * KS / 4u];
 
-const uint L4 = BM * BK / 4u / NT; // vec4 of each operand an invocation moves per step (2)
+const uint L4 = BM * BK / 4u / NT; // vec4 of each operand an invocation moves per step (1, 2 or 4)
 
 // Group q of an invocation's share of a tile as (r, k) of its first element; a group is four
 // elements along the operand's contiguous dimension (k when kmajor, else r).
@@ -106,7 +106,7 @@ void store_b(uint tid, vec4 r[L4]) {
     }
 }
 
-// The tile row of output row i (0..7) of invocation t: see the header.
+// The tile row of output row i (0..TM-1) of invocation t: see the header.
 uint own(uint t, uint i, bool kmajor) { return kmajor ? t + 16u * i : 4u * t + (i % 4u) + (BM / GR) * (i / 4u); }
 
 // The products of the step of K in shared memory into acc.

@@ -14,7 +14,8 @@ layout(push_constant) uniform pc_t {
 } pc;
 
 // Item j (a pair, or four with VEC) of a head's half: x[base + j] and x[base + j + h2] rotated by
-// the angle's cos and sin at tb + j (and + h2). T: float or vec4; indices in units of T.
+// the angle's cos and sin at tb + j (and + h2); indices in units of the item (float or vec4),
+// a_ the first element's value before it is overwritten.
 #define ROPE_ITEM(x, cs, sn, base, tb, j, h2)                                  \
     {                                                                          \
         uint p0 = base + j, p1 = base + j + h2, c0 = tb + j, c1 = tb + j + h2; \
