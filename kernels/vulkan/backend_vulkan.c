@@ -418,6 +418,7 @@ static void mps_rope_bwd(trm_backend *b, void *q, const float *c, const float *s
 /* ---- attention: one head at a time, strided-batched over the batch (attention.comp) ------------ */
 
 enum { AT_SOFTMAX_LSE, AT_EXP_LSE, AT_ROWDOT, AT_DS, AT_SOFTMAX_LSE_SHORT };
+enum { ATT_SEG = 32, ATT_SHORT_WG = 256 }; /* the short-row softmax: a row's invocations, a group's */
 typedef struct {
     uint64_t s, lse, p, o;
     uint32_t B, T, H, h, hd;
@@ -429,8 +430,9 @@ static void att_kernel(trm_backend *b, int mode, float *s, const float *lse, con
     size_t scores = (size_t)B * T * T, stats = (size_t)B * H * T; /* one head's (B, T, T); (B, H, T) */
     if (mode == AT_SOFTMAX_LSE) {
         rd(b, s, scores), wr(b, s, scores), wr(b, lse, stats);
-        if (T <= 4 * 32) /* AT_SOFTMAX_LSE_SHORT: 32 invocations a row, 8 rows a group of 256 */
-            run_rows(b, K_ATT, AT_SOFTMAX_LSE_SHORT, 256, &pc, sizeof pc, ((size_t)B * T + 7) / 8);
+        if (T <= 4 * ATT_SEG) /* ATT_SEG invocations a row (attention.comp's SEG), 4 scores each */
+            run_rows(b, K_ATT, AT_SOFTMAX_LSE_SHORT, ATT_SHORT_WG, &pc, sizeof pc,
+                     ((size_t)B * T + ATT_SHORT_WG / ATT_SEG - 1) / (ATT_SHORT_WG / ATT_SEG));
         else
             run_rows(b, K_ATT, AT_SOFTMAX_LSE, T >= 512 ? 128 : 64, &pc, sizeof pc, (size_t)B * T);
     } else if (mode == AT_ROWDOT) { /* s: the rowsums; p, o: dO and O, (B, T, H, hd) */
