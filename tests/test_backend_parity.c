@@ -1417,6 +1417,79 @@ START_TEST(test_gate_up_swiglu) {
 }
 END_TEST
 
+/* mlp_t's token mixer in one pass (token_mlp_fwd), from (B, T, D) rows to (B, T, D) rows: the
+ * transpose, gate/up product, SwiGLU, down product, norm and transpose back composed of the
+ * backend's own ops, on b (the reference in fp32, or the device), into y (B·T·D) and rstd (B·D) */
+static void token_mlp_composed(trm_backend *b, dmem *m, const float *x, const float *wgu, const float *wdn,
+                               const int c[4], int Tp, float *y, float *rstd) {
+    int B = c[0], T = c[1], D = c[2], It = c[3], RT = B * D, bf = b->act_dt == TRM_BF16;
+    trm_gemm_dt dt = bf ? (trm_gemm_dt){TRM_BF16, TRM_BF16, TRM_BF16} : TR_F32x3;
+    void *inT = nan_act(m, (size_t)RT * Tp), *gu = nan_act(m, (size_t)RT * 2 * It), *act = nan_act(m, (size_t)RT * It);
+    void *tT = nan_act(m, (size_t)RT * Tp), *yT = nan_act(m, (size_t)RT * Tp), *yd = nan_act(m, (size_t)B * T * D);
+    float *rd = nan_buf(m, RT);
+    void *dw = up_as(m, wgu, (size_t)2 * It * Tp, bf), *dd = up_as(m, wdn, (size_t)Tp * It, bf);
+    b->transpose(b, inT, Tp, upa(m, x, (size_t)B * T * D), D, B, T, D);
+    b->gemm(b, dt, 0, 1, RT, 2 * It, Tp, 1.0f, inT, Tp, 0, dw, Tp, 0, 0.0f, gu, 2 * It, 0, 1);
+    b->swiglu_fwd(b, act, gu, RT, It);
+    b->gemm(b, dt, 0, 1, RT, Tp, It, 1.0f, act, It, 0, dd, It, 0, 0.0f, tT, Tp, 0, 1);
+    b->rmsnorm_fwd(b, yT, rd, inT, tT, RT, T, Tp, 1e-5f);
+    b->transpose(b, yd, D, yT, Tp, B, D, T);
+    downa(m, y, yd, (size_t)B * T * D);
+    down(m, rstd, rd, (size_t)RT * sizeof(float));
+}
+
+/* Where the device has it: against the reference's ops in fp32 and the device's own unfused
+ * ops on the same bf16-exact inputs. Cases {B, T, D, It}: Sudoku's token mixer (T = 97 → Tp =
+ * 104) on a few samples (fewer tiles than warpgroups: idle ones in the only pass); 601 tiles of
+ * one 64-channel slice with T = 30 (a single x box: positions past 64 unused) over 3 passes, the
+ * last partly idle; T = Tp = 128 (both k chunks whole) with It = 64 (one weight chunk a pass: the
+ * ring's stages cycle across passes); T = 81 at D = 192. */
+START_TEST(test_token_mlp_fwd) {
+    pair p = open_pair();
+    if (!p.dev->token_mlp_fwd) {
+        printf("test_backend_parity: %s has no fused token mixer\n", p.dev->name);
+    } else if (bf16_acts(&p)) {
+        tr_rng r = {31};
+        int cases[][4] = {{5, 97, 512, 512}, {601, 30, 64, 128}, {40, 128, 192, 64}, {3, 81, 192, 512}};
+        for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
+            int B = cases[k][0], T = cases[k][1], D = cases[k][2], It = cases[k][3], Tp = (T + 7) / 8 * 8;
+            size_t nx = (size_t)B * T * D, nr = (size_t)B * D;
+            float *x = frand(&r, nx, -1, 1), *wgu = frand(&r, (size_t)2 * It * Tp, -0.3, 0.3);
+            float *wdn = frand(&r, (size_t)Tp * It, -0.05, 0.05);
+            for (int i = 0; i < 2 * It; i++) /* the model's pads: gate/up columns and down rows past T */
+                for (int t = T; t < Tp; t++) wgu[(size_t)i * Tp + t] = 0.f;
+            for (size_t i = (size_t)T * It; i < (size_t)Tp * It; i++) wdn[i] = 0.f;
+            round_bf16(x, nx), round_bf16(wgu, (size_t)2 * It * Tp), round_bf16(wdn, (size_t)Tp * It);
+            float *yref = malloc(nx * sizeof(float)), *rref = malloc(nr * sizeof(float));
+            float *yown = malloc(nx * sizeof(float)), *rown = malloc(nr * sizeof(float));
+            float *ydev = malloc(nx * sizeof(float)), *rdev = malloc(nr * sizeof(float));
+            dmem mr = {.b = p.ref}, mo = {.b = p.dev}, md = {.b = p.dev};
+            token_mlp_composed(p.ref, &mr, x, wgu, wdn, cases[k], Tp, yref, rref);
+            token_mlp_composed(p.dev, &mo, x, wgu, wdn, cases[k], Tp, yown, rown);
+            dm_free(&mr), dm_free(&mo);
+            void *ey = nan_act(&md, nx);
+            float *er = nan_buf(&md, nr);
+            int done = p.dev->token_mlp_fwd(p.dev, ey, er, upa(&md, x, nx), upa(&md, wgu, (size_t)2 * It * Tp), Tp,
+                                            upa(&md, wdn, (size_t)Tp * It), It, TRM_BF16, B, T, Tp, D, It, 1e-5f);
+            ck_assert_msg(done || !expect_hopper(), "token_mlp_fwd did not take B %d T %d D %d It %d", B, T, D, It);
+            if (done) {
+                downa(&md, ydev, ey, nx), down(&md, rdev, er, nr * sizeof(float));
+                char what[96];
+                snprintf(what, sizeof what, "token_mlp_fwd B=%d T=%d D=%d It=%d", B, T, D, It);
+                expect_rel(what, ydev, yref, nx, TOL_ACT16);
+                expect_rel(what, rdev, rref, nr, 5e-3);
+                snprintf(what, sizeof what, "token_mlp_fwd B=%d T=%d D=%d It=%d (the device's ops)", B, T, D, It);
+                expect_rel(what, ydev, yown, nx, 1e-2);
+                expect_rel(what, rdev, rown, nr, 1e-3);
+            }
+            dm_free(&md);
+            free(x), free(wgu), free(wdn), free(yref), free(rref), free(yown), free(rown), free(ydev), free(rdev);
+        }
+    }
+    close_pair(&p);
+}
+END_TEST
+
 /* recompute=gate_up's fused backward: dgu and act from dact with x·Wᵀ computed again, against
  * gemm + swiglu_bwd on the reference. Hopper takes every case (I a multiple of 64); other
  * devices may decline them all. Cases: rows past a tile, mlp_t's K = 104 over several tiles a
@@ -1550,6 +1623,7 @@ static Suite *parity_suite(void) {
     tcase_add_test(t16, test_bf16_embed_act_reset);
     tcase_add_test(t16, test_gate_up_swiglu);
     tcase_add_test(t16, test_gate_up_swiglu_bwd);
+    tcase_add_test(t16, test_token_mlp_fwd);
     suite_add_tcase(s, t16);
     return s;
 }

@@ -103,8 +103,10 @@ __device__ __forceinline__ void fa_store_rope(bf16 *dst, size_t ld, int row0, in
             int k = j * 8 + 2 * t;
             float a0 = acc[j][2 * hf] * s, a1 = acc[j][2 * hf + 1] * s;
             float b0 = acc[j + 4][2 * hf] * s, b1 = acc[j + 4][2 * hf + 1] * s;
-            rope_pair(a0, b0, c[k], c[k + 32], n[k], n[k + 32], 1);
-            rope_pair(a1, b1, c[k + 1], c[k + 33], n[k + 1], n[k + 33], 1);
+            float2 c0 = __ldg(reinterpret_cast<const float2 *>(c + k)), c1 = __ldg(reinterpret_cast<const float2 *>(c + k + 32));
+            float2 n0 = __ldg(reinterpret_cast<const float2 *>(n + k)), n1 = __ldg(reinterpret_cast<const float2 *>(n + k + 32));
+            rope_pair(a0, b0, c0.x, c1.x, n0.x, n1.x, 1);
+            rope_pair(a1, b1, c0.y, c1.y, n0.y, n1.y, 1);
             *reinterpret_cast<uint32_t *>(dst + (size_t)r * ld + k) = pack_bf16(a0, a1);
             *reinterpret_cast<uint32_t *>(dst + (size_t)r * ld + k + 32) = pack_bf16(b0, b1);
         }
@@ -722,12 +724,17 @@ __device__ __forceinline__ void fk_dq_write(bf16 *dq, size_t ld, const float *st
                 v[e] += stg[x * FK_STG + (d0 + e) * FK_SLD + c], u[e] += stg[x * FK_STG + (d0 + 32 + e) * FK_SLD + c];
             v[e] *= scale, u[e] *= scale;
         }
-        if (cs) { /* the rotary embedding's transpose rotation, rounded once */
-            const float *cr = cs + (size_t)q * FA_D, *sr = sn + (size_t)q * FA_D;
+        if (cs) { /* the rotary embedding's transpose rotation, rounded once; the tables' 8
+                   * values of d0.. and of d0 + 32.. as float4 loads (scalar ones cost the fused
+                   * backward more than the rope pass it replaced) */
+            const float4 *c = reinterpret_cast<const float4 *>(cs + (size_t)q * FA_D + d0);
+            const float4 *n = reinterpret_cast<const float4 *>(sn + (size_t)q * FA_D + d0);
 #pragma unroll
-            for (int e = 0; e < 8; e++) {
-                int k = d0 + e;
-                rope_pair(v[e], u[e], cr[k], cr[k + 32], sr[k], sr[k + 32], 1);
+            for (int h4 = 0; h4 < 2; h4++) { /* 4 pairs at a time: fewer live registers */
+                float4 c0 = __ldg(c + h4), c1 = __ldg(c + 8 + h4), n0 = __ldg(n + h4), n1 = __ldg(n + 8 + h4);
+                float *a = v + 4 * h4, *b = u + 4 * h4;
+                rope_pair(a[0], b[0], c0.x, c1.x, n0.x, n1.x, 1), rope_pair(a[1], b[1], c0.y, c1.y, n0.y, n1.y, 1);
+                rope_pair(a[2], b[2], c0.z, c1.z, n0.z, n1.z, 1), rope_pair(a[3], b[3], c0.w, c1.w, n0.w, n1.w, 1);
             }
         }
         uint4 o = {pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3]), pack_bf16(v[4], v[5]), pack_bf16(v[6], v[7])};
@@ -866,12 +873,12 @@ __global__ void __launch_bounds__(256) flash_dq_convert_kernel(bf16 *dqkv, const
 #pragma unroll
         for (int e = 0; e < 8; e++) v[e] = s[c + e][tt];
         if (rcs) { /* rope_pair's transpose, one side of the pair a value: d pairs with d ± 32 */
-            const float *cr = rcs + (size_t)(t0 + tt) * FA_D, *sr = rsn + (size_t)(t0 + tt) * FA_D;
+            float cr[8], sr[8]; /* cos of d, sin of the partner d ± 32 (c + 8 never crosses 32) */
+            int pc = c < 32 ? c + 32 : c - 32;
+            ld_f8(cr, rcs + (size_t)(t0 + tt) * FA_D + c), ld_f8(sr, rsn + (size_t)(t0 + tt) * FA_D + pc);
 #pragma unroll
-            for (int e = 0; e < 8; e++) {
-                int k = c + e;
-                v[e] = k < 32 ? v[e] * cr[k] + s[k + 32][tt] * sr[k + 32] : v[e] * cr[k] - s[k - 32][tt] * sr[k - 32];
-            }
+            for (int e = 0; e < 8; e++)
+                v[e] = c < 32 ? v[e] * cr[e] + s[pc + e][tt] * sr[e] : v[e] * cr[e] - s[pc + e][tt] * sr[e];
         }
         uint4 o = {pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3]), pack_bf16(v[4], v[5]), pack_bf16(v[6], v[7])};
         *reinterpret_cast<uint4 *>(dqkv + ((size_t)b * T + t0 + tt) * 3 * H * FA_D + h * FA_D + c) = o;

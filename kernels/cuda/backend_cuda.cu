@@ -375,6 +375,11 @@ static int cuda_gate_up_swiglu_bwd(trm_backend *b, void *dgu, void *act, const v
     if (DT(b) != TRM_BF16 || wdt != TRM_BF16) return 0;
     return k_gate_up_swiglu_bwd(ST(b), CTX(b)->gate_up_tma, dgu, act, dact, x, ldx, W, ldw, rows, I, K);
 }
+static int cuda_token_mlp_fwd(trm_backend *b, void *y, float *rstd, const void *x, const void *Wgu, int ldgu,
+                              const void *Wdn, int lddn, int wdt, int B, int T, int Tp, int D, int It, float eps) {
+    if (DT(b) != TRM_BF16 || wdt != TRM_BF16) return 0;
+    return k_token_mlp_fwd(ST(b), CTX(b)->gate_up_tma, y, rstd, x, Wgu, ldgu, Wdn, lddn, B, T, Tp, D, It, eps);
+}
 static void cuda_rope_fwd(trm_backend *b, void *qkv, const float *c, const float *s, int B, int T, int H, int hd) {
     k_rope(ST(b), DT(b), qkv, c, s, B, T, H, hd, 0);
 }
@@ -643,8 +648,12 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     c->gate_up_tma = env_flag("TRM_GATE_UP_WGMMA", 1) ? k_gate_up_wgmma() : NULL;
 #define CUDA_OP(op) b->op = cuda_##op;
     /* every op, the optional ones included, but the command-stream counters (stream_stats: NULL) */
-    TRM_OPS_REQUIRED(CUDA_OP) TRM_OPS_FUSED(CUDA_OP) TRM_OPS_BF16_ACTS(CUDA_OP) TRM_OPS_COMPILE(CUDA_OP)
+    TRM_OPS_REQUIRED(CUDA_OP) TRM_OPS_FUSED(CUDA_OP) TRM_OPS_FUSED_GPU(CUDA_OP) TRM_OPS_BF16_ACTS(CUDA_OP) TRM_OPS_COMPILE(CUDA_OP)
     TRM_OPS_DISTRIBUTED(CUDA_OP) TRM_OPS_MEM_INFO(CUDA_OP)
 #undef CUDA_OP
+    /* TRM_ATT_BWD_ROPE=0: RoPE's backward as its own pass after attention's (for measuring) */
+    if (!env_flag("TRM_ATT_BWD_ROPE", 1)) b->attention_bwd_rope = NULL;
+    /* TRM_TOKEN_MLP=0: mlp_t's unsaved token mixers through the separate ops (for measuring) */
+    if (!env_flag("TRM_TOKEN_MLP", 1)) b->token_mlp_fwd = NULL;
     return b;
 }

@@ -58,6 +58,11 @@ __device__ __forceinline__ void rope_pair(float &a, float &b, float c, float ch,
     else
         a = u * c - v * s, b = v * ch + u * sh;
 }
+/* 8 floats from a 16-byte aligned address, through the read-only path */
+__device__ __forceinline__ void ld_f8(float *f, const float *p) {
+    float4 a = __ldg(reinterpret_cast<const float4 *>(p)), b = __ldg(reinterpret_cast<const float4 *>(p) + 1);
+    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+}
 static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 /* the current device is a Hopper (compute capability 9.0, what the sm_90a kernels need) */
 static inline bool device_sm90(void) {
@@ -145,6 +150,9 @@ int k_gate_up_swiglu(cudaStream_t st, void *tma_encode, void *act, void *gu, con
 /* dgu and act of SwiGLU's backward from dact, the product x·Wᵀ computed again (Hopper only) */
 int k_gate_up_swiglu_bwd(cudaStream_t st, void *tma_encode, void *dgu, void *act, const void *dact, const void *x,
                          int ldx, const void *w, int ldw, int rows, int I, int K);
+/* mlp_t's token mixer forward (backend.h: token_mlp_fwd), Hopper only; 0 where not taken */
+int k_token_mlp_fwd(cudaStream_t st, void *tma_encode, void *y, float *rstd, const void *x, const void *wgu, int ldgu,
+                    const void *wdn, int lddn, int B, int T, int Tp, int D, int It, float eps);
 void k_rope(cudaStream_t st, int dt, void *qkv, const float *cos, const float *sin, int B, int T, int H, int hd,
             int transpose);
 

@@ -1,13 +1,7 @@
 /* swiglu.cu — SwiGLU on the [gate | up] GEMM output (rows × 2I → rows × I) and its backward,
  * in PyTorch's formulas (silu(g)·u; dg = d·u·σ·(1 + g(1 − σ)), du = d·silu(g)), on activations
  * of either type with fp32 arithmetic; 16 bytes of each operand per thread where I allows. */
-#include "mma.cuh"
-/* CUtensorMap: the host side of a 90a-real build and the device side of any sm_90a pass (a
- * 90a-virtual build compiles the kernels' helpers without TRM_CUDA_SM90A) */
-#if defined(TRM_CUDA_SM90A) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#include <cuda.h>
-#include <cudaTypedefs.h>
-#endif
+#include "mma.cuh" /* with CUtensorMap where a Hopper pass builds */
 
 __device__ __forceinline__ float silu_f(float g) { return g / (1.f + __expf(-g)); }
 
@@ -217,37 +211,12 @@ __global__ void __launch_bounds__(256) gate_up_swiglu_kernel(bf16 *act, bf16 *gu
 #define GW_SMEM_D(K) (GW_SMEM(K) + (size_t)GW_WG * GW_CHUNK * 2)
 
 #if defined(TRM_WGMMA)
-/* the tensor memory accelerator: a 64 × 64 box of x (tensor map tm, 128-byte swizzle) into a
- * shared tile, counted on an mbarrier that the waiters poll by phase parity */
-__device__ __forceinline__ void mbar_init(uint64_t *bar, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"((uint32_t)__cvta_generic_to_shared(bar)), "r"(count));
-}
-__device__ __forceinline__ void mbar_wait(uint64_t *bar, int parity) {
-    asm volatile("{\n.reg .pred p;\nWAIT_%=:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-                 "@!p bra WAIT_%=;\n}\n" ::"r"((uint32_t)__cvta_generic_to_shared(bar)), "r"(parity)
-                 : "memory");
-}
-__device__ __forceinline__ void tma_load_2d(bf16 *dst, const CUtensorMap *tm, int c0, int c1, uint64_t *bar,
-                                            int bytes) {
-    uint32_t b = (uint32_t)__cvta_generic_to_shared(bar);
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "r"(bytes) : "memory");
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
-                 ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(tm), "r"(c0), "r"(c1), "r"(b)
-                 : "memory");
-}
 /* chunk n of a warpgroup's x stream (KC chunks a tile; its tiles first, first + stride, ...) */
 __device__ __forceinline__ void gw_load(bf16 *stage, const CUtensorMap *tm, uint64_t *bar, int n, int KC, int first,
                                         int stride) {
     tma_load_2d(stage, tm, n % KC * 64, (first + n / KC * stride) * 64, bar, GW_CHUNK * 2);
 }
 __device__ __forceinline__ void gw_bar(int wg) { asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory"); }
-
-/* silu with an approximate reciprocal (a few fp32 ulps, below bf16's rounding of the result):
- * the epilogue's instructions are what the other warpgroups' products must hide. swiglu_bwd
- * recomputes act with silu_f, so the two can differ by one bf16 ulp where silu(g)·u falls
- * within those ulps of a rounding boundary (a few elements in 10⁵). */
-__device__ __forceinline__ float silu_fast(float g) { return __fdividef(g, 1.f + __expf(-g)); }
 
 /* One 64 × 64 bf16 tile of the epilogue, v[j][hr] holding the thread's two columns 8j + 2t of
  * row g + 8hr of the warp's 16: into the free x stage in the 128-byte swizzle (the 8 rows of a

@@ -167,6 +167,15 @@ struct trm_backend {
     void (*attention_bwd_rope)(trm_backend *b, void *dqkv, const void *dout, const void *qkv,
                                const void *out, const float *lse, const float *cos,
                                const float *sin, int B, int T, int H, int hd);
+    /* Optional (a Hopper kernel): mlp_t's token mixer for a call whose activations the backward
+     * does not read, on (B, T, D) rows with no transposes: y = (rms(xᵀ + SwiGLU(xᵀ·W_guᵀ)·W_dnᵀ))ᵀ
+     * over the T positions, rstd (B·D, fp32) saved, where xᵀ is x as (B, D, Tp) rows (zeros past
+     * T), W_gu the gate/up weight (2It × Tp, rows ldgu apart) and W_dn the down weight (Tp × It,
+     * rows lddn apart), both of type wdt — what transpose, gate_up_swiglu, gemm, rmsnorm_fwd and
+     * transpose compute, with the same roundings. Returns 0, having done nothing, where it does
+     * not take the shape or types; the caller then runs those ops. */
+    int (*token_mlp_fwd)(trm_backend *b, void *y, float *rstd, const void *x, const void *Wgu, int ldgu,
+                         const void *Wdn, int lddn, int wdt, int B, int T, int Tp, int D, int It, float eps);
     /* qkv: (B,T,3H,hd); rotates q and k heads in place with fp32 cos/sin tables (T×hd). */
     void (*rope_fwd)(trm_backend *b, void *qkv, const float *cos, const float *sin, int B, int T,
                      int H, int hd);
@@ -264,6 +273,8 @@ struct trm_backend {
     X(act_reset) X(act_update) X(q_target) X(adam_atan2) X(sign_sgd_sparse) X(ema)
 /* the fused passes (optional): gate/up + SwiGLU, attention backward + RoPE's */
 #define TRM_OPS_FUSED(X) X(gate_up_swiglu) X(gate_up_swiglu_bwd) X(attention_bwd_rope)
+/* fused passes only a GPU backend has (optional) */
+#define TRM_OPS_FUSED_GPU(X) X(token_mlp_fwd)
 /* with caps.bf16_acts */
 #define TRM_OPS_BF16_ACTS(X) X(convert)
 /* with caps.compile */
@@ -276,7 +287,7 @@ struct trm_backend {
 #define TRM_OPS_STREAM_STATS(X) X(stream_stats)
 
 #define TRM_OPS_ALL(X)                                                                        \
-    TRM_OPS_REQUIRED(X) TRM_OPS_FUSED(X) TRM_OPS_BF16_ACTS(X) TRM_OPS_COMPILE(X) TRM_OPS_DISTRIBUTED(X) \
+    TRM_OPS_REQUIRED(X) TRM_OPS_FUSED(X) TRM_OPS_FUSED_GPU(X) TRM_OPS_BF16_ACTS(X) TRM_OPS_COMPILE(X) TRM_OPS_DISTRIBUTED(X) \
     TRM_OPS_MEM_INFO(X) TRM_OPS_STREAM_STATS(X)
 
 /* The lists name every op of the table: one added to the struct but not to a list fails here. */

@@ -9,7 +9,7 @@
 
 #define OPS(X)                                                                                  \
     X(gemm) X(add) X(axpy) X(transpose) X(rmsnorm_fwd) X(rmsnorm_bwd) X(swiglu_fwd)            \
-    X(swiglu_bwd) X(gate_up_swiglu) X(gate_up_swiglu_bwd) X(rope_fwd) X(rope_bwd) X(attention_fwd) X(attention_bwd) X(attention_bwd_rope) X(bias_fwd)        \
+    X(swiglu_bwd) X(gate_up_swiglu) X(gate_up_swiglu_bwd) X(token_mlp_fwd) X(rope_fwd) X(rope_bwd) X(attention_fwd) X(attention_bwd) X(attention_bwd_rope) X(bias_fwd)        \
     X(bias_bwd) X(embed_fwd) X(embed_bwd) X(loss_head) X(act_reset) X(act_update) X(q_target)  \
     X(adam_atan2) X(sign_sgd_sparse) X(ema) X(convert) X(copy) X(zero) X(to_device) X(to_host) X(allreduce_sum) X(allgather)
 
@@ -81,6 +81,13 @@ static int w_gate_up_swiglu_bwd(trm_backend *b, void *dgu, void *act, const void
     double t0 = trm_now_seconds();
     int done_here = P(b)->inner->gate_up_swiglu_bwd(P(b)->inner, dgu, act, dact, x, ldx, W, ldw, wdt, rows, I, K);
     if (done_here) done(b, OP_gate_up_swiglu_bwd, t0);
+    return done_here;
+}
+static int w_token_mlp_fwd(trm_backend *b, void *y, float *rstd, const void *x, const void *Wgu, int ldgu,
+                           const void *Wdn, int lddn, int wdt, int B, int T, int Tp, int D, int It, float eps) {
+    double t0 = trm_now_seconds();
+    int done_here = P(b)->inner->token_mlp_fwd(P(b)->inner, y, rstd, x, Wgu, ldgu, Wdn, lddn, wdt, B, T, Tp, D, It, eps);
+    if (done_here) done(b, OP_token_mlp_fwd, t0);
     return done_here;
 }
 WRAP(rope_fwd, (trm_backend * b, void *q, const float *c, const float *s, int B, int T, int H, int hd),
@@ -198,5 +205,6 @@ trm_backend *trm_profile_wrap(trm_backend *inner) {
     if (!inner->gate_up_swiglu) b->gate_up_swiglu = NULL;
     if (!inner->gate_up_swiglu_bwd) b->gate_up_swiglu_bwd = NULL;
     if (!inner->attention_bwd_rope) b->attention_bwd_rope = NULL;
+    if (!inner->token_mlp_fwd) b->token_mlp_fwd = NULL;
     return b;
 }

@@ -780,11 +780,17 @@ static void mixer_attn_bwd(trm_model *m, int l, trm_block_acts *k, const void *d
 static void mixer_mlpt_fwd(trm_model *m, const void *w, int l, trm_block_acts *k, int save) {
     trm_backend *be = m->be;
     int RT = m->B * m->D, T = m->T, Tp = m->Tp, gu = m->p_layer[l][0], dn = m->p_layer[l][1];
+    float eps = (float)m->cfg.rms_norm_eps;
+    /* a call the backward does not read needs y1 only: one pass where the backend fuses it */
+    if (!save && be->token_mlp_fwd &&
+        be->token_mlp_fwd(be, k->y1, k->rstd1, k->in, W_(m, w, gu), WLD(m, gu), W_(m, w, dn), WLD(m, dn), m->wdt,
+                          m->B, T, Tp, m->D, m->It, eps))
+        return;
     be->transpose(be, k->inT, Tp, k->in, m->D, m->B, T, m->D);
     gate_up_fwd(m, k->actt, k->gut, keep_gu(m, save), k->inT, Tp, w, gu, RT, m->It, Tp);
     be->gemm(be, dt_awa(m), 0, 1, RT, Tp, m->It, 1.0f, k->actt, m->It, 0, W_(m, w, dn), WLD(m, dn), 0, 0.0f,
              m->tmp_rows, Tp, 0, 1);
-    be->rmsnorm_fwd(be, k->y1T, k->rstd1, k->inT, m->tmp_rows, RT, T, Tp, (float)m->cfg.rms_norm_eps);
+    be->rmsnorm_fwd(be, k->y1T, k->rstd1, k->inT, m->tmp_rows, RT, T, Tp, eps);
     be->transpose(be, k->y1, m->D, k->y1T, Tp, m->B, m->D, T);
 }
 

@@ -1,0 +1,248 @@
+/* token_mlp.cu — mlp_t's token mixer forward in one Hopper kernel, for the calls whose
+ * activations the backward never reads (the recursion's no-grad cycles: two of every three
+ * forward calls of a sudoku_mlp step). The unfused path moves each (B, T, D) input through
+ * memory five times: transposed to (B, D, Tp), the gate/up product and SwiGLU (B·D × It),
+ * the down product (B·D × Tp), the norm, transposed back. Here a warpgroup takes 64 channels
+ * of one sample (64 rows (b, d) of the transposed problem) and does it all on chip:
+ *   x tile     the (Tp × 64) slice of x[b] by TMA, read by the first product as it lies
+ *              (an M-major operand: no transpose anywhere)
+ *   per 64 of It:  gu (64 × 128) = xᵀ·[W_g; W_u]ᵀ (wgmma, both operands from shared memory),
+ *              act = SwiGLU(bf16(gate), bf16(up)) rounded to bf16 in registers, which are
+ *              straight away the A operand of out (64 × 128) += act·W_dnᵀ
+ *   epilogue   y = rms(x + bf16(out)) over the T positions of each row (a row's values lie in
+ *              the 4 lanes of a quad), written over the x tile in its own layout and stored
+ *              to (B, T, D) by TMA; rstd per row.
+ * The weights (It/64 chunks of 48 KiB: gate and up rows × Tp, the down rows' 64 columns) stream
+ * through a 3-stage ring shared by the block's 2 warpgroups; each chunk is read by both, and
+ * whichever finishes with a stage last refills it, so neither waits for the other. Blocks are
+ * persistent, their warpgroups taking tiles in passes of the same length.
+ * The roundings are the unfused path's: gate, up, act and the down product in bf16, the
+ * residual sum in bf16, the norm's statistics in fp32; only the order of the fp32 sums differs
+ * (cuBLASLt's down product and the norm kernel's tree), so results agree to a bf16 ulp. */
+#include "mma.cuh"
+
+#define TM_WG 2                   /* warpgroups a block, 64 rows each */
+#define TM_NS 3                   /* weight stages */
+#define TM_XT (128 * 128)         /* bytes of an x tile: 128 positions × 64 channels */
+#define TM_STAGE (48 * 1024)      /* gate k0, up k0, gate k1, up k1 (8 KiB each), down (16 KiB) */
+#define TM_SMEM ((size_t)TM_NS * TM_STAGE + (size_t)TM_WG * 2 * TM_XT + 1024 + 256)
+#define TM_TMAX 128               /* Tp: two 64-position chunks of K, N = 128 */
+
+#if defined(TRM_CUDA_SM90A)
+struct tm_maps {
+    CUtensorMap x, y, wgu, wdn;
+};
+#endif
+
+#if defined(TRM_WGMMA)
+__device__ __forceinline__ void tm_bar(int wg) { asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory"); }
+
+/* weight chunk c (of It/64, repeating every pass) into stage s */
+__device__ __forceinline__ void tm_load_w(unsigned char *stage, const tm_maps *mp, uint64_t *bar, int c, int nch,
+                                          int It) {
+    int j = (c % nch) * 64;
+    mbar_expect(bar, TM_STAGE);
+    tma_load_2d_nb(stage, &mp->wgu, 0, j, bar);
+    tma_load_2d_nb(stage + 8192, &mp->wgu, 0, It + j, bar);
+    tma_load_2d_nb(stage + 16384, &mp->wgu, 64, j, bar);
+    tma_load_2d_nb(stage + 24576, &mp->wgu, 64, It + j, bar);
+    tma_load_2d_nb(stage + 32768, &mp->wdn, j, 0, bar);
+}
+/* the x tile of row tile `tile` (64 channels of one sample: positions 0–127) */
+__device__ __forceinline__ void tm_load_x(unsigned char *xt, const tm_maps *mp, uint64_t *bar, int tile, int dtiles) {
+    int b = tile / dtiles, d0 = (tile % dtiles) * 64;
+    mbar_expect(bar, TM_XT);
+    tma_load_3d_nb(xt, &mp->x, d0, 0, b, bar);
+    tma_load_3d_nb(xt + 8192, &mp->x, d0, 64, b, bar);
+}
+/* byte offset of (position t, channel r) in an x tile: rows of 128 bytes, 16-byte chunks
+ * swizzled by the row (TMA's 128-byte swizzle) */
+__device__ __forceinline__ int tm_xoff(int t, int r) { return t * 128 + ((((r >> 3) ^ (t & 7))) << 4) + (r & 7) * 2; }
+#endif
+
+#if defined(TRM_CUDA_SM90A)
+__global__ void __launch_bounds__(128 * TM_WG, 1)
+    token_mlp_fwd_kernel(const __grid_constant__ tm_maps mp, float *rstd, int mtiles, int dtiles, int npass, int It,
+                         int T, int Tp, float eps) {
+#if defined(TRM_WGMMA)
+    extern __shared__ unsigned char tm_raw[];
+    unsigned char *sW = (unsigned char *)(((uintptr_t)tm_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *sX = sW + TM_NS * TM_STAGE; /* warpgroup w's two x tiles at sX + (2w + i)·TM_XT */
+    uint64_t *wfull = (uint64_t *)(sX + TM_WG * 2 * TM_XT), *xfull = wfull + TM_NS;
+    int *cnt = (int *)(xfull + TM_WG * 2);
+    int wg = threadIdx.x >> 7, tid = threadIdx.x & 127, nch = It / 64, total = npass * nch;
+    int ks = (Tp + 15) / 16; /* k-steps of the first product */
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < TM_NS; i++) mbar_init(wfull + i, 1), cnt[i] = 0;
+        for (int i = 0; i < TM_WG * 2; i++) mbar_init(xfull + i, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (int c = 0; c < TM_NS && c < total; c++) tm_load_w(sW + c * TM_STAGE, &mp, wfull + c, c, nch, It);
+    int tile0 = blockIdx.x * TM_WG + wg;
+    if (tid == 0 && tile0 < mtiles) tm_load_x(sX + (2 * wg) * TM_XT, &mp, xfull + 2 * wg, tile0, dtiles);
+    int l = threadIdx.x & 31, warp = tid >> 5, g = l >> 2, t4 = l & 3;
+    float acc[16][4], out[16][4];
+    for (int p = 0; p < npass; p++) {
+        int tile = (p * gridDim.x + blockIdx.x) * TM_WG + wg, live = tile < mtiles;
+        unsigned char *xt = sX + (2 * wg + (p & 1)) * TM_XT;
+        if (live) mbar_wait(xfull + 2 * wg + (p & 1), (p >> 1) & 1);
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) out[j][e] = 0.f;
+        uint64_t dx = wg_desc(xt, 8192, 1024);
+        for (int jc = 0; jc < nch; jc++) {
+            int c = p * nch + jc, s = c % TM_NS;
+            unsigned char *st = sW + s * TM_STAGE;
+            mbar_wait(wfull + s, (c / TM_NS) & 1);
+            if (live) {
+                wg_fence_f(acc);
+                wg_fence();
+#pragma unroll
+                for (int k = 0; k < TM_TMAX / 16; k++)
+                    if (k < ks)
+                        wg_m64n128k16_ss_ta(acc, dx + 128 * k, wg_desc(st + (k >> 2) * 16384, 16, 1024) + 2 * (k & 3), k);
+                wg_commit();
+                wg_wait<0>();
+                wg_fence_f(acc);
+                /* act = SwiGLU of the bf16 gate (columns 0–63) and up (64–127) sums, packed as the
+                 * A fragments of the down product: k-step kk holds act columns 16kk.. */
+                uint32_t a[4][4];
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+#pragma unroll
+                    for (int hr = 0; hr < 2; hr++) {
+                        float2 gg = __bfloat1622float2(__floats2bfloat162_rn(acc[j][2 * hr], acc[j][2 * hr + 1]));
+                        float2 uu =
+                            __bfloat1622float2(__floats2bfloat162_rn(acc[j + 8][2 * hr], acc[j + 8][2 * hr + 1]));
+                        a[j >> 1][(j & 1) * 2 + hr] = pack_bf16(silu_fast(gg.x) * uu.x, silu_fast(gg.y) * uu.y);
+                    }
+                wg_fence_u(a);
+                wg_fence_f(out);
+                wg_fence();
+                uint64_t dd = wg_desc(st + 32768, 16, 1024);
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++) wg_m64n128k16_rs(out, a[kk], dd + 2 * kk);
+                wg_commit();
+                wg_wait<0>();
+                wg_fence_f(out);
+                wg_fence_u(a);
+            }
+            tm_bar(wg); /* every warp's products out of the stage */
+            if (tid == 0) {
+                __threadfence_block();
+                if (atomicAdd(cnt + s, 1) == TM_WG - 1) { /* the last reader refills it */
+                    cnt[s] = 0;
+                    __threadfence_block();
+                    if (c + TM_NS < total) tm_load_w(st, &mp, wfull + s, c + TM_NS, nch, It);
+                }
+                int nt = tile + gridDim.x * TM_WG; /* the next pass's tile, into the other x tile */
+                if (jc == 0 && p + 1 < npass && nt < mtiles) {
+                    tma_wait_read(); /* the store out of that tile (two passes back) has read it */
+                    tm_load_x(sX + (2 * wg + ((p + 1) & 1)) * TM_XT, &mp, xfull + 2 * wg + ((p + 1) & 1), nt, dtiles);
+                }
+            }
+        }
+        if (!live) continue;
+        /* y = rms(x + bf16(out)) over the T positions: element (row r, position c) is out[j][2hr + e]
+         * with r = 16·warp + g + 8hr, c = 8j + 2·t4 + e */
+        float ss[2] = {0.f, 0.f};
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+#pragma unroll
+            for (int hr = 0; hr < 2; hr++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    int r = warp * 16 + g + 8 * hr, c = 8 * j + 2 * t4 + e;
+                    float x = __bfloat162float(*reinterpret_cast<const bf16 *>(xt + tm_xoff(c, r)));
+                    float v = __bfloat162float(__float2bfloat16_rn(
+                        x + __bfloat162float(__float2bfloat16_rn(out[j][2 * hr + e]))));
+                    v = c < T ? v : 0.f;
+                    out[j][2 * hr + e] = v;
+                    ss[hr] += v * v;
+                }
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            ss[hr] += __shfl_xor_sync(0xffffffffu, ss[hr], 1);
+            ss[hr] += __shfl_xor_sync(0xffffffffu, ss[hr], 2);
+            ss[hr] = rsqrtf(ss[hr] / T + eps);
+        }
+        if (t4 == 0)
+#pragma unroll
+            for (int hr = 0; hr < 2; hr++) rstd[(size_t)tile * 64 + warp * 16 + g + 8 * hr] = ss[hr];
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+#pragma unroll
+            for (int hr = 0; hr < 2; hr++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    int r = warp * 16 + g + 8 * hr, c = 8 * j + 2 * t4 + e;
+                    *reinterpret_cast<bf16 *>(xt + tm_xoff(c, r)) = __float2bfloat16_rn(out[j][2 * hr + e] * ss[hr]);
+                }
+        fence_async_smem(); /* these stores before the TMA store reads the tile */
+        tm_bar(wg);
+        if (tid == 0) {
+            int b = tile / dtiles, d0 = (tile % dtiles) * 64;
+            tma_store_3d(&mp.y, xt, d0, 0, b);
+            if (T > 64) tma_store_3d(&mp.y, xt + 8192, d0, 64, b);
+            tma_commit();
+        }
+    }
+    if (tid == 0) tma_wait();
+#endif
+}
+
+/* a (D, T, B) activation as 64 × 64 × 1 boxes (64 channels × 64 positions of one sample) */
+static int tm_map_btd(CUtensorMap *tm, void *encode, const void *p, int B, int T, int D) {
+    cuuint64_t dim[3] = {(cuuint64_t)D, (cuuint64_t)T, (cuuint64_t)B};
+    cuuint64_t stride[2] = {(cuuint64_t)D * 2, (cuuint64_t)T * D * 2};
+    cuuint32_t box[3] = {64, 64, 1}, one[3] = {1, 1, 1};
+    return ((PFN_cuTensorMapEncodeTiled_v12000)encode)(tm, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)p, dim, stride,
+                                                        box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+/* a (rows × cols, ld) bf16 matrix as 64-column boxes of box_rows rows; outside reads as zeros */
+static int tm_map_2d(CUtensorMap *tm, void *encode, const void *p, int rows, int cols, int ld, int box_rows) {
+    cuuint64_t dim[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)ld * 2};
+    cuuint32_t box[2] = {64, (cuuint32_t)box_rows}, one[2] = {1, 1};
+    return ((PFN_cuTensorMapEncodeTiled_v12000)encode)(tm, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)p, dim, stride,
+                                                        box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+#endif
+
+int k_token_mlp_fwd(cudaStream_t st, void *tma_encode, void *y, float *rstd, const void *x, const void *wgu, int ldgu,
+                    const void *wdn, int lddn, int B, int T, int Tp, int D, int It, float eps) {
+#if defined(TRM_CUDA_SM90A)
+    if (!tma_encode || B <= 0 || T <= 0 || Tp < T || Tp > TM_TMAX || Tp % 8 || D % 64 || It % 64 || It <= 0 ||
+        ldgu % 8 || lddn % 8 || !aligned16(y) || !aligned16(x) || !aligned16(wgu) || !aligned16(wdn))
+        return 0;
+    static int smem_ok = -1; /* the attribute once a process (it holds for every device of a run) */
+    if (smem_ok < 0) smem_ok = smem_limit(token_mlp_fwd_kernel, TM_SMEM);
+    if (!smem_ok) {
+        cudaGetLastError();
+        return 0;
+    }
+    tm_maps mp;
+    if (!tm_map_btd(&mp.x, tma_encode, x, B, T, D) || !tm_map_btd(&mp.y, tma_encode, y, B, T, D) ||
+        !tm_map_2d(&mp.wgu, tma_encode, wgu, 2 * It, Tp, ldgu, 64) ||
+        !tm_map_2d(&mp.wdn, tma_encode, wdn, Tp, It, lddn, 128))
+        return 0;
+    int dev = 0, sms = 132;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
+        sms = 132;
+    int dtiles = D / 64, mtiles = B * dtiles;
+    int npass = (mtiles + sms * TM_WG - 1) / (sms * TM_WG);
+    int grid = (mtiles + npass * TM_WG - 1) / (npass * TM_WG); /* passes of even length */
+    token_mlp_fwd_kernel<<<grid, 128 * TM_WG, TM_SMEM, st>>>(mp, rstd, mtiles, dtiles, npass, It, T, Tp, eps);
+    return 1;
+#else
+    (void)st, (void)tma_encode, (void)y, (void)rstd, (void)x, (void)wgu, (void)ldgu, (void)wdn, (void)lddn, (void)B,
+        (void)T, (void)Tp, (void)D, (void)It, (void)eps;
+    return 0;
+#endif
+}
