@@ -509,8 +509,8 @@ static void add_axpy_transpose(pair *p, int bf16) {
     }
     /* B, R, C, extra input stride, extra output stride (mlp_t: 97 rows into rows of 104) */
     int dims[][5] = {{3, 37, 45, 0, 0}, {1, 1, 77, 0, 0}, {2, 77, 1, 0, 0}, {8, 97, 64, 0, 0}, {2, 194, 512, 0, 0},
-                     {4, 97, 64, 0, 7}, {3, 64, 97, 7, 0}, {2, 33, 20, 4, 3}};
-    for (int k = 0; k < 8; k++) {
+                     {4, 97, 64, 0, 7}, {3, 64, 97, 7, 0}, {2, 33, 20, 4, 3}, {2, 97, 512, 0, 7}, {2, 512, 97, 7, 0}};
+    for (int k = 0; k < (int)(sizeof dims / sizeof dims[0]); k++) {
         int B = dims[k][0], R = dims[k][1], C = dims[k][2], ldi = C + dims[k][3], ldo = R + dims[k][4];
         size_t ni = (size_t)B * R * ldi, no = (size_t)B * C * ldo;
         float *in = frand(&r, ni, -1, 1), *o1 = malloc(no * sizeof(float)), *o2 = malloc(no * sizeof(float));

@@ -53,9 +53,11 @@ __global__ void transpose_kernel(T *out, int ldo, const T *in, int ldi, int rows
     }
 }
 /* bf16 in 64×64 tiles moved as 16-byte vectors both ways: rows of the input read 8 columns a
- * thread, out rows written 8 values a thread (gathered down a tile column, conflict-free: a
- * warp's 32 threads read 32 neighbouring columns). Needs ldi and ldo multiples of 8 and 16-byte
- * aligned matrices; an input row may be read up to its ldi (past cols), never past it. */
+ * thread; out, each thread takes two neighbouring columns of 8 rows as 32-bit pairs (a warp's
+ * 32 threads read 32 neighbouring words: conflict-free) and splits them into the 8 values of
+ * each of its two out rows (half the shared-memory loads of gathering the values one by one).
+ * Needs ldi and ldo multiples of 8 and 16-byte aligned matrices; an input row may be read up to
+ * its ldi (past cols), never past it. */
 #define TR16 64
 __global__ void transpose16_kernel(bf16 *out, int ldo, const bf16 *in, int ldi, int rows, int cols) {
     __shared__ __align__(16) bf16 tile[TR16][TR16 + 8];
@@ -68,13 +70,20 @@ __global__ void transpose16_kernel(bf16 *out, int ldo, const bf16 *in, int ldi, 
             *reinterpret_cast<uint4 *>(&tile[r][c]) = *reinterpret_cast<const uint4 *>(src + (size_t)(r0 + r) * ldi + c0 + c);
     }
     __syncthreads();
-    for (int v = threadIdx.x; v < TR16 * TR16 / 8; v += blockDim.x) {
-        int c = v % TR16, r = (v / TR16) * 8;
+    for (int v = threadIdx.x; v < TR16 * TR16 / 16; v += blockDim.x) {
+        int c = (v % (TR16 / 2)) * 2, r = (v / (TR16 / 2)) * 8;
         if (c0 + c >= cols || r0 + r >= ldo) continue;
-        __align__(16) bf16 o[8];
+        uint32_t w[8]; /* columns c, c + 1 of rows r.. (the pads past `rows` zeros) */
 #pragma unroll
-        for (int e = 0; e < 8; e++) o[e] = r0 + r + e < rows ? tile[r + e][c] : __float2bfloat16_rn(0.f);
-        *reinterpret_cast<uint4 *>(dst + (size_t)(c0 + c) * ldo + r0 + r) = *reinterpret_cast<const uint4 *>(o);
+        for (int e = 0; e < 8; e++) w[e] = r0 + r + e < rows ? *reinterpret_cast<const uint32_t *>(&tile[r + e][c]) : 0u;
+        uint4 lo = {__byte_perm(w[0], w[1], 0x5410), __byte_perm(w[2], w[3], 0x5410), __byte_perm(w[4], w[5], 0x5410),
+                    __byte_perm(w[6], w[7], 0x5410)};
+        *reinterpret_cast<uint4 *>(dst + (size_t)(c0 + c) * ldo + r0 + r) = lo;
+        if (c0 + c + 1 < cols) {
+            uint4 hi = {__byte_perm(w[0], w[1], 0x7632), __byte_perm(w[2], w[3], 0x7632),
+                        __byte_perm(w[4], w[5], 0x7632), __byte_perm(w[6], w[7], 0x7632)};
+            *reinterpret_cast<uint4 *>(dst + (size_t)(c0 + c + 1) * ldo + r0 + r) = hi;
+        }
     }
 }
 
