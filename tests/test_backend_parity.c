@@ -1439,18 +1439,23 @@ static void token_mlp_composed(trm_backend *b, dmem *m, const float *x, const fl
 }
 
 /* Where the device has it: against the reference's ops in fp32 and the device's own unfused
- * ops on the same bf16-exact inputs. Cases {B, T, D, It}: Sudoku's token mixer (T = 97 → Tp =
- * 104) on a few samples (fewer tiles than warpgroups: idle ones in the only pass); 601 tiles of
- * one 64-channel slice with T = 30 (a single x box: positions past 64 unused) over 3 passes, the
- * last partly idle; T = Tp = 128 (both k chunks whole) with It = 64 (one weight chunk a pass: the
- * ring's stages cycle across passes); T = 81 at D = 192. */
+ * ops on the same bf16-exact inputs. Cases {B, T, D, It} (passes counted on 132 SMs):
+ * Sudoku's token mixer (T = 97 → Tp = 104) on a few samples; 601 tiles of one 64-channel slice
+ * with T = 30 (a single x box) over 3 passes, a block split between a busy and an idle
+ * warpgroup in the last; T = Tp = 128 (both k chunks whole) with It = 64 (one weight chunk a
+ * pass: the rings' stages cycle across passes); T = 81 at D = 192 (9 tiles: one warpgroup idle);
+ * the 128-column build with T < Tp = 120 (the last k-step and positions past T zeros) over 2
+ * passes with It = 192 (as many chunks as gate/up stages); Sudoku's T over 2 whole passes (the x
+ * tiles' second use, stores of two boxes behind it); T = 65 (a second box of one position) and
+ * T = 64 (one box). */
 START_TEST(test_token_mlp_fwd) {
     pair p = open_pair();
     if (!p.dev->token_mlp_fwd) {
         printf("test_backend_parity: %s has no fused token mixer\n", p.dev->name);
     } else if (bf16_acts(&p)) {
         tr_rng r = {31};
-        int cases[][4] = {{5, 97, 512, 512}, {601, 30, 64, 128}, {40, 128, 192, 64}, {3, 81, 192, 512}};
+        int cases[][4] = {{5, 97, 512, 512}, {601, 30, 64, 128}, {40, 128, 192, 64}, {3, 81, 192, 512},
+                          {301, 113, 64, 192}, {40, 97, 512, 128}, {7, 65, 128, 64}, {3, 64, 64, 64}};
         for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
             int B = cases[k][0], T = cases[k][1], D = cases[k][2], It = cases[k][3], Tp = (T + 7) / 8 * 8;
             size_t nx = (size_t)B * T * D, nr = (size_t)B * D;
@@ -1484,6 +1489,29 @@ START_TEST(test_token_mlp_fwd) {
             }
             dm_free(&md);
             free(x), free(wgu), free(wdn), free(yref), free(rref), free(yown), free(rown), free(ydev), free(rdev);
+        }
+        /* what it does not take is left to the caller, nothing written: T past 128, channels or
+         * It not a multiple of 64, gate/up rows shorter than Tp, a misaligned input */
+        int bad[][5] = {{2, 130, 64, 64, 0}, {2, 17, 96, 64, 0}, {2, 17, 64, 96, 0}, {2, 17, 64, 64, 1},
+                        {2, 17, 64, 64, 2}};
+        for (int k = 0; k < (int)(sizeof bad / sizeof bad[0]); k++) {
+            int B = bad[k][0], T = bad[k][1], D = bad[k][2], It = bad[k][3], Tp = (T + 7) / 8 * 8;
+            size_t nx = (size_t)B * T * D, nr = (size_t)B * D;
+            dmem md = {.b = p.dev};
+            float *x = frand(&r, nx + 8, -1, 1), *wgu = frand(&r, (size_t)2 * It * Tp, -1, 1);
+            float *wdn = frand(&r, (size_t)Tp * It, -1, 1), *yh = malloc(nx * sizeof(float)), *rh = malloc(nr * sizeof(float));
+            void *ey = nan_act(&md, nx), *dx = upa(&md, x, nx + 8);
+            float *er = nan_buf(&md, nr);
+            if (bad[k][4] == 2) dx = (char *)dx + 2;
+            ck_assert_msg(!p.dev->token_mlp_fwd(p.dev, ey, er, dx, upa(&md, wgu, (size_t)2 * It * Tp),
+                                                 bad[k][4] == 1 ? Tp - 8 : Tp, upa(&md, wdn, (size_t)Tp * It), It,
+                                                 TRM_BF16, B, T, Tp, D, It, 1e-5f),
+                          "token_mlp_fwd took B %d T %d D %d It %d (case %d)", B, T, D, It, k);
+            downa(&md, yh, ey, nx), down(&md, rh, er, nr * sizeof(float));
+            for (size_t i = 0; i < nx; i++) ck_assert_msg(isnan(yh[i]), "token_mlp_fwd declined but wrote y[%zu]", i);
+            for (size_t i = 0; i < nr; i++) ck_assert_msg(isnan(rh[i]), "token_mlp_fwd declined but wrote rstd[%zu]", i);
+            dm_free(&md);
+            free(x), free(wgu), free(wdn), free(yh), free(rh);
         }
     }
     close_pair(&p);

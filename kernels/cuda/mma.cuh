@@ -97,6 +97,13 @@ template <int R, int C> __device__ __forceinline__ void wg_fence_f(float (&d)[R]
 #pragma unroll
         for (int e = 0; e < C; e++) asm volatile("" : "+f"(d[j][e])::"memory");
 }
+/* wg_fence_f over the first N rows only (the rest never reach a product: not held live) */
+template <int N, int R, int C> __device__ __forceinline__ void wg_fence_first(float (&d)[R][C]) {
+#pragma unroll
+    for (int j = 0; j < N; j++)
+#pragma unroll
+        for (int e = 0; e < C; e++) asm volatile("" : "+f"(d[j][e])::"memory");
+}
 template <int R> __device__ __forceinline__ void wg_fence_u(uint32_t (&a)[R][4]) {
 #pragma unroll
     for (int k = 0; k < R; k++)

@@ -12,9 +12,10 @@
  *   epilogue   y = rms(x + bf16(out)) over the T positions of each row (a row's values lie in
  *              the 4 lanes of a quad), written over the x tile in its own layout and stored
  *              to (B, T, D) by TMA; rstd per row.
- * The weights (It/64 chunks of 48 KiB: gate and up rows × Tp, the down rows' 64 columns) stream
- * through a 3-stage ring shared by the block's 2 warpgroups; each chunk is read by both, and
- * whichever finishes with a stage last refills it, so neither waits for the other. Blocks are
+ * A producer warp streams the weights, It/64 chunks a pass, through two rings the block's 2
+ * warpgroups share: each chunk's gate and up rows × Tp (32 KiB, 3 stages), freed as soon as both
+ * warpgroups' gate/up products are done, and its down rows' 64 columns (16 KiB, 4 stages); a
+ * stage is refilled once all 8 consumer warps have arrived on its empty barrier. Blocks are
  * persistent, their warpgroups taking tiles in passes of the same length.
  * The roundings are the unfused path's: gate, up, act and the down product in bf16, the
  * residual sum in bf16, the norm's statistics in fp32; only the order of the fp32 sums differs
@@ -147,7 +148,7 @@ __global__ void TM_BOUNDS
                 a[j >> 1][(j & 1) * 2 + hr] = pack_bf16(silu_fast(gg.x) * uu.x, silu_fast(gg.y) * uu.y);
             }
         wg_fence_u(a);
-        wg_fence_f(out);
+        wg_fence_first<NJ>(out);
         wg_fence();
         uint64_t dd = wg_desc(sD + (c % TM_ND) * TM_DST, 16, 1024);
 #pragma unroll
@@ -169,7 +170,7 @@ __global__ void TM_BOUNDS
         }
         mbar_wait(xfull + 2 * wg + (p & 1), (p >> 1) & 1);
 #pragma unroll
-        for (int j = 0; j < 16; j++)
+        for (int j = 0; j < NJ; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) out[j][e] = 0.f;
         uint64_t dx = wg_desc(xt, 8192, 1024);
@@ -180,14 +181,14 @@ __global__ void TM_BOUNDS
         for (int jc = 0; jc < nch; jc++) {
             int c = c0 + jc;
             wg_wait<0>();
-            wg_fence_f(acc), wg_fence_f(out), wg_fence_u(a);
+            wg_fence_f(acc), wg_fence_first<NJ>(out), wg_fence_u(a);
             release(c, jc ? c - 1 : -1);
             swiglu_down(c);
             if (jc + 1 < nch) gemm1(dx, c + 1);
             wg_commit();
         }
         wg_wait<0>();
-        wg_fence_f(acc), wg_fence_f(out), wg_fence_u(a);
+        wg_fence_f(acc), wg_fence_first<NJ>(out), wg_fence_u(a);
         release(-1, c0 + nch - 1);
         /* y = rms(x + bf16(out)) over the T positions: element (row r, position c) is
          * out[j][2hr + e] with r = 16·warp + g + 8hr, c = 8j + 2·t4 + e */
@@ -261,17 +262,16 @@ static int tm_map_2d(CUtensorMap *tm, void *encode, const void *p, int rows, int
 int k_token_mlp_fwd(cudaStream_t st, void *tma_encode, void *y, float *rstd, const void *x, const void *wgu, int ldgu,
                     const void *wdn, int lddn, int B, int T, int Tp, int D, int It, float eps) {
 #if defined(TRM_CUDA_SM90A)
-    if (!tma_encode || B <= 0 || T <= 0 || Tp < T || Tp > TM_TMAX || Tp % 8 || D % 64 || It % 64 || It <= 0 ||
-        ldgu % 8 || lddn % 8 || !aligned16(y) || !aligned16(x) || !aligned16(wgu) || !aligned16(wdn))
+    if (!tma_encode || !rstd || B <= 0 || T <= 0 || Tp < T || Tp > TM_TMAX || Tp % 8 || D <= 0 || D % 64 ||
+        It <= 0 || It % 64 || ldgu < Tp || ldgu % 8 || lddn < It || lddn % 8 || !aligned16(y) || !aligned16(x) ||
+        !aligned16(wgu) || !aligned16(wdn))
         return 0;
-    static int smem_ok = -1; /* the attributes once a process (they hold for every device of a run) */
-    if (smem_ok < 0)
-        smem_ok = smem_limit(token_mlp_fwd_kernel<104>, TM_SMEM) && smem_limit(token_mlp_fwd_kernel<128>, TM_SMEM);
-    if (!smem_ok) {
+    int no = Tp <= 104 ? 104 : 128;
+    /* the shared memory limit for the current device (cheap; a run may drive several) */
+    if (!smem_limit(no == 104 ? token_mlp_fwd_kernel<104> : token_mlp_fwd_kernel<128>, TM_SMEM)) {
         cudaGetLastError();
         return 0;
     }
-    int no = Tp <= 104 ? 104 : 128;
     tm_maps mp;
     if (!tm_map_btd(&mp.x, tma_encode, x, B, T, D) || !tm_map_btd(&mp.y, tma_encode, y, B, T, D) ||
         !tm_map_2d(&mp.wgu, tma_encode, wgu, 2 * It, Tp, ldgu, 64) ||
@@ -287,7 +287,8 @@ int k_token_mlp_fwd(cudaStream_t st, void *tma_encode, void *y, float *rstd, con
         token_mlp_fwd_kernel<104><<<grid, 128 * TM_WG + 32, TM_SMEM, st>>>(mp, rstd, mtiles, dtiles, npass, It, T, Tp, eps);
     else
         token_mlp_fwd_kernel<128><<<grid, 128 * TM_WG + 32, TM_SMEM, st>>>(mp, rstd, mtiles, dtiles, npass, It, T, Tp, eps);
-    return 1;
+    /* a launch the device refused ran nothing: the caller's unfused ops take the call */
+    return cudaGetLastError() == cudaSuccess;
 #else
     (void)st, (void)tma_encode, (void)y, (void)rstd, (void)x, (void)wgu, (void)ldgu, (void)wdn, (void)lddn, (void)B,
         (void)T, (void)Tp, (void)D, (void)It, (void)eps;
