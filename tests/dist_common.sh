@@ -53,11 +53,23 @@ weights_rel() {
 # A TCP port free on this machine now: bound to port 0 (the kernel's choice) and released. A
 # random port could be in use, by an ephemeral connection or a test running beside this one.
 # Non-zero with a message on stderr when no port can be had; callers check: port=$(free_port) || fail
+# A random port below the kernels' ephemeral ranges (as trm's launcher picks one): a port bind(0)
+# hands out can be taken by another test's outgoing connections before the ranks listen on it.
 free_port() {
   if command -v perl > /dev/null; then
-    perl -MIO::Socket::INET -e 'print IO::Socket::INET->new(LocalAddr => "0.0.0.0", Listen => 1)->sockport'
+    perl -MIO::Socket::INET -e 'for (1 .. 64) { my $p = 20000 + int(rand(12000));
+      if (IO::Socket::INET->new(LocalAddr => "0.0.0.0", LocalPort => $p, Listen => 1, ReuseAddr => 1)) { print $p; exit 0 } }
+      exit 1'
   elif command -v python3 > /dev/null; then
-    python3 -c 'import socket; s = socket.socket(); s.bind(("0.0.0.0", 0)); print(s.getsockname()[1])'
+    python3 -c 'import random, socket, sys
+for _ in range(64):
+    p, s = random.randrange(20000, 32000), socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("0.0.0.0", p)); print(p); sys.exit(0)
+    except OSError:
+        s.close()
+sys.exit(1)'
   else
     echo "free_port: neither perl nor python3 to ask the kernel for a free TCP port" >&2
     return 1
