@@ -72,6 +72,14 @@ static inline bool device_sm90(void) {
            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess && major == 9 &&
            minor == 0;
 }
+/* the current device's multiprocessors, or `fallback` where the runtime cannot say */
+static inline int device_sms(int fallback) {
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        sms <= 0)
+        return fallback;
+    return sms;
+}
 /* raises a kernel's dynamic shared memory limit (past the default 48 KiB); 0 where it cannot */
 template <typename F> static inline int smem_limit(F kernel, size_t bytes) {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) == cudaSuccess;

@@ -91,19 +91,14 @@ __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.a
 /* keep the compiler from moving register reads/writes across an issue or a wait, and keep a
  * wgmma's accumulators and A fragments alive (their registers not reused) until the wait that
  * ends it (descriptors are read at issue) */
-template <int R, int C> __device__ __forceinline__ void wg_fence_f(float (&d)[R][C]) {
-#pragma unroll
-    for (int j = 0; j < R; j++)
-#pragma unroll
-        for (int e = 0; e < C; e++) asm volatile("" : "+f"(d[j][e])::"memory");
-}
-/* wg_fence_f over the first N rows only (the rest never reach a product: not held live) */
+/* over the first N rows only (wg_fence_first; the rest never reach a product: not held live) */
 template <int N, int R, int C> __device__ __forceinline__ void wg_fence_first(float (&d)[R][C]) {
 #pragma unroll
     for (int j = 0; j < N; j++)
 #pragma unroll
         for (int e = 0; e < C; e++) asm volatile("" : "+f"(d[j][e])::"memory");
 }
+template <int R, int C> __device__ __forceinline__ void wg_fence_f(float (&d)[R][C]) { wg_fence_first<R>(d); }
 template <int R> __device__ __forceinline__ void wg_fence_u(uint32_t (&a)[R][4]) {
 #pragma unroll
     for (int k = 0; k < R; k++)
@@ -212,6 +207,8 @@ __device__ __forceinline__ void tma_store_3d(const CUtensorMap *tm, const void *
                  ::"l"(tm), "r"((uint32_t)__cvta_generic_to_shared(src)), "r"(c0), "r"(c1), "r"(c2)
                  : "memory");
 }
+/* the named barrier of warpgroup wg's 128 threads (id wg + 1; 0 is __syncthreads') */
+__device__ __forceinline__ void wg_bar(int wg) { asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory"); }
 __device__ __forceinline__ void tma_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void tma_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 __device__ __forceinline__ void tma_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
@@ -238,6 +235,27 @@ __device__ __forceinline__ void red_add_v4(float *p, float4 v) {
 #else
     atomicAdd(p, v.x), atomicAdd(p + 1, v.y), atomicAdd(p + 2, v.z), atomicAdd(p + 3, v.w);
 #endif
+}
+#endif
+
+#if defined(TRM_CUDA_SM90A)
+/* A bf16 tensor map in the 128-byte swizzle the wgmma tiles read, through the driver's encoder
+ * (k_gate_up_wgmma() gives it): rank dims, innermost first, the byte strides of dims 1.., the
+ * box; elements outside the tensor read as zeros and are not written */
+static inline int tma_map_bf16(CUtensorMap *tm, void *encode, const void *p, int rank, const cuuint64_t *dim,
+                               const cuuint64_t *stride, const cuuint32_t *box) {
+    const cuuint32_t one[3] = {1, 1, 1};
+    return ((PFN_cuTensorMapEncodeTiled_v12000)encode)(tm, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, (cuuint32_t)rank,
+                                                        (void *)p, dim, stride, box, one,
+                                                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+/* a (rows × cols, ld) bf16 matrix as boxes of 64 columns × box_rows rows */
+static inline int tma_map_2d(CUtensorMap *tm, void *encode, const void *p, int rows, int cols, int ld, int box_rows) {
+    cuuint64_t dim[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)ld * 2};
+    cuuint32_t box[2] = {64, (cuuint32_t)box_rows};
+    return tma_map_bf16(tm, encode, p, 2, dim, stride, box);
 }
 #endif
 

@@ -216,7 +216,6 @@ __device__ __forceinline__ void gw_load(bf16 *stage, const CUtensorMap *tm, uint
                                         int stride) {
     tma_load_2d(stage, tm, n % KC * 64, (first + n / KC * stride) * 64, bar, GW_CHUNK * 2);
 }
-__device__ __forceinline__ void gw_bar(int wg) { asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory"); }
 
 /* One 64 × 64 bf16 tile of the epilogue, v[j][hr] holding the thread's two columns 8j + 2t of
  * row g + 8hr of the warp's 16: into the free x stage in the 128-byte swizzle (the 8 rows of a
@@ -232,7 +231,7 @@ __device__ __forceinline__ void gw_tile_out(bf16 *stage, bf16 *dst, size_t ld, i
 #pragma unroll
         for (int j = 0; j < 8; j++) *reinterpret_cast<uint32_t *>(st + r * 128 + ((j ^ (r & 7)) << 4) + 4 * (l & 3)) = v[j][hr];
     }
-    gw_bar(wg);
+    wg_bar(wg);
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         int r = i * 16 + (tid >> 3), ch = tid & 7;
@@ -241,7 +240,7 @@ __device__ __forceinline__ void gw_tile_out(bf16 *stage, bf16 *dst, size_t ld, i
                 *reinterpret_cast<const uint4 *>(st + r * 128 + ((ch ^ (r & 7)) << 4));
     }
     fence_async_smem(); /* these stores before the TMA copy that refills the stage */
-    gw_bar(wg);
+    wg_bar(wg);
 }
 
 /* act (and gu) of one 64-row tile from its sums rounded to bf16 (gate and up as the unfused
@@ -250,7 +249,7 @@ __device__ __forceinline__ void gw_tile_out(bf16 *stage, bf16 *dst, size_t ld, i
 __device__ __forceinline__ void gw_store(bf16 *stage, bf16 *act, bf16 *gu, uint32_t (&gate)[8][2],
                                          uint32_t (&up)[8][2], int row0, int rows, int n0, int I, int wg) {
     uint32_t v[8][2];
-    gw_bar(wg); /* every warp's products out of the stage */
+    wg_bar(wg); /* every warp's products out of the stage */
 #pragma unroll
     for (int j = 0; j < 8; j++)
 #pragma unroll
@@ -274,7 +273,7 @@ __device__ __forceinline__ void gw_store_bwd(bf16 *stage, const bf16 *dbuf, cons
                                              int *dphase, bf16 *act, bf16 *dgu, const uint32_t (&gate)[8][2],
                                              const uint32_t (&up)[8][2], int row0, int rows, int n0, int I, int wg) {
     int l = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
-    gw_bar(wg); /* every warp's products out of the stage */
+    wg_bar(wg); /* every warp's products out of the stage */
     if (!dbuf && (threadIdx.x & 127) == 0) tma_load_2d(stage, tmd, n0, row0, dbar, GW_CHUNK * 2);
     mbar_wait(dbar, *dphase);
     *dphase ^= 1;
@@ -297,7 +296,7 @@ __device__ __forceinline__ void gw_store_bwd(bf16 *stage, const bf16 *dbuf, cons
             du[j][hr] = pack_bf16(u0, u1);
         }
     }
-    gw_bar(wg); /* every warp's dact read before the stage takes the outputs */
+    wg_bar(wg); /* every warp's dact read before the stage takes the outputs */
     gw_tile_out(stage, act + n0, I, row0, rows, wg, a);
     gw_tile_out(stage, dgu + n0, 2 * (size_t)I, row0, rows, wg, dg);
     gw_tile_out(stage, dgu + I + n0, 2 * (size_t)I, row0, rows, wg, du);
@@ -347,7 +346,7 @@ __global__ void __launch_bounds__(128 * GW_WG, 1)
     float d[16][4];
     int kc = 0, tile = first, slot = 0, phase = 0, dphase = 0;
     for (int c = 0; c < total; c++) {
-        gw_bar(wg); /* every warp done with chunk c - 1, whose stage takes chunk c + 2 */
+        wg_bar(wg); /* every warp done with chunk c - 1, whose stage takes chunk c + 2 */
         if (tid == 0 && c + 2 < total) {
             int ns = (slot + 2) % GW_NS;
             gw_load(sX + ns * GW_CHUNK, &tmx, full + ns, c + 2, KC, first, stride);
@@ -417,8 +416,7 @@ none:
 /* parts a column slice is split into: as many blocks as fill whole waves of one block an SM
  * (e.g. 24 slices on 132 SMs: 11 parts, two full waves), at most one part per 4 row tiles */
 static int gw_parts(int slices, int mtiles) {
-    int dev = 0, sms = 1;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) sms = 1;
+    int sms = device_sms(1);
     int maxp = (mtiles + GW_WG - 1) / GW_WG, best = 1;
     double best_eff = 0;
     for (int waves = 1; waves <= 4; waves++) {
@@ -430,19 +428,6 @@ static int gw_parts(int slices, int mtiles) {
         if (p == maxp) break;
     }
     return best;
-}
-#endif
-
-#if defined(TRM_CUDA_SM90A)
-/* x (rows × K, ld) as 64 × 64 boxes in the 128-byte swizzle; rows past `rows` and columns past
- * K read as zeros */
-static int gw_tensor_map(CUtensorMap *tm, void *encode, const void *x, int ldx, int rows, int K) {
-    cuuint64_t dim[2] = {(cuuint64_t)K, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)ldx * 2};
-    cuuint32_t box[2] = {64, 64}, one[2] = {1, 1};
-    return ((PFN_cuTensorMapEncodeTiled_v12000)encode)(tm, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)x, dim, stride,
-                                                        box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 /* gate_up_wg_kernel<BWD> over rows × I (I a multiple of 64), with the shared memory BWD needs */
@@ -466,7 +451,7 @@ int k_gate_up_swiglu(cudaStream_t st, void *tma_encode, void *act, void *gu, con
     if (!gu_operands_ok(x, ldx, w, ldw, act, rows, I, K) || (gu && !aligned16(gu))) return 0;
 #if defined(TRM_CUDA_SM90A)
     CUtensorMap tmx;
-    if (tma_encode && K <= GW_KMAX && I % 64 == 0 && gw_tensor_map(&tmx, tma_encode, x, ldx, rows, K)) {
+    if (tma_encode && K <= GW_KMAX && I % 64 == 0 && tma_map_2d(&tmx, tma_encode, x, rows, K, ldx, 64)) {
         gw_launch<0>(st, tmx, tmx, act, gu, w, ldw, rows, I, K);
         return 1;
     }
@@ -495,7 +480,7 @@ int k_gate_up_swiglu_bwd(cudaStream_t st, void *tma_encode, void *dgu, void *act
         K > GW_KMAX || I % 64)
         return 0;
     CUtensorMap tmx, tmd;
-    if (!gw_tensor_map(&tmx, tma_encode, x, ldx, rows, K) || !gw_tensor_map(&tmd, tma_encode, dact, I, rows, I))
+    if (!tma_map_2d(&tmx, tma_encode, x, rows, K, ldx, 64) || !tma_map_2d(&tmd, tma_encode, dact, rows, I, I, 64))
         return 0;
     if (K <= GW_DKMAX) /* mlp_t's K = 104: 0.81 ms a sudoku_mlp call, 0.94 with dact copied at the epilogue */
         gw_launch<2>(st, tmx, tmd, act, dgu, w, ldw, rows, I, K);

@@ -42,7 +42,6 @@ struct tm_maps {
 #endif
 
 #if defined(TRM_WGMMA)
-__device__ __forceinline__ void tm_bar(int wg) { asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory"); }
 
 /* weight chunk c (of It/64, repeating every pass) into a stage: its gate and up rows (ring 0),
  * or its down rows' columns (ring 1, `bytes` of them) */
@@ -174,6 +173,20 @@ __global__ void TM_BOUNDS
 #pragma unroll
             for (int e = 0; e < 4; e++) out[j][e] = 0.f;
         uint64_t dx = wg_desc(xt, 8192, 1024);
+        /* f(element, hr, its x in the tile, position) over this thread's elements of the down
+         * product: out[j][2hr + e] is row r = 16·warp + g + 8hr (a channel), position c = 8j +
+         * 2·t4 + e, whose x (and then y) lies at tm_xoff(c, r) */
+        auto each_out = [&](auto f) {
+#pragma unroll
+            for (int j = 0; j < NJ; j++)
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        int r = warp * 16 + g + 8 * hr, c = 8 * j + 2 * t4 + e;
+                        f(out[j][2 * hr + e], hr, reinterpret_cast<bf16 *>(xt + tm_xoff(c, r)), c);
+                    }
+        };
         gemm1(dx, c0);
         wg_commit();
         /* chunk jc: its gu arrives with the previous chunk's down product (the wait frees both
@@ -190,23 +203,13 @@ __global__ void TM_BOUNDS
         wg_wait<0>();
         wg_fence_f(acc), wg_fence_first<NJ>(out), wg_fence_u(a);
         release(-1, c0 + nch - 1);
-        /* y = rms(x + bf16(out)) over the T positions: element (row r, position c) is
-         * out[j][2hr + e] with r = 16·warp + g + 8hr, c = 8j + 2·t4 + e */
+        /* y = rms(x + bf16(out)) over the T positions */
         float ss[2] = {0.f, 0.f};
-#pragma unroll
-        for (int j = 0; j < NJ; j++)
-#pragma unroll
-            for (int hr = 0; hr < 2; hr++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    int r = warp * 16 + g + 8 * hr, c = 8 * j + 2 * t4 + e;
-                    float x = __bfloat162float(*reinterpret_cast<const bf16 *>(xt + tm_xoff(c, r)));
-                    float v = __bfloat162float(
-                        __float2bfloat16_rn(x + __bfloat162float(__float2bfloat16_rn(out[j][2 * hr + e]))));
-                    v = c < T ? v : 0.f;
-                    out[j][2 * hr + e] = v;
-                    ss[hr] += v * v;
-                }
+        each_out([&](float &o, int hr, bf16 *xv, int c) {
+            float v = __bfloat162float(__float2bfloat16_rn(__bfloat162float(*xv) + __bfloat162float(__float2bfloat16_rn(o))));
+            o = v = c < T ? v : 0.f;
+            ss[hr] += v * v;
+        });
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             ss[hr] += __shfl_xor_sync(0xffffffffu, ss[hr], 1);
@@ -216,17 +219,9 @@ __global__ void TM_BOUNDS
         if (t4 == 0)
 #pragma unroll
             for (int hr = 0; hr < 2; hr++) rstd[(size_t)tile * 64 + warp * 16 + g + 8 * hr] = ss[hr];
-#pragma unroll
-        for (int j = 0; j < NJ; j++)
-#pragma unroll
-            for (int hr = 0; hr < 2; hr++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    int r = warp * 16 + g + 8 * hr, c = 8 * j + 2 * t4 + e;
-                    *reinterpret_cast<bf16 *>(xt + tm_xoff(c, r)) = __float2bfloat16_rn(out[j][2 * hr + e] * ss[hr]);
-                }
+        each_out([&](float &o, int hr, bf16 *xv, int) { *xv = __float2bfloat16_rn(o * ss[hr]); });
         fence_async_smem(); /* these stores before the TMA store reads the tile */
-        tm_bar(wg);
+        wg_bar(wg);
         if (tid == 0) {
             int b = tile / dtiles, d0 = (tile % dtiles) * 64;
             tma_store_3d(&mp.y, xt, d0, 0, b);
@@ -242,20 +237,8 @@ __global__ void TM_BOUNDS
 static int tm_map_btd(CUtensorMap *tm, void *encode, const void *p, int B, int T, int D) {
     cuuint64_t dim[3] = {(cuuint64_t)D, (cuuint64_t)T, (cuuint64_t)B};
     cuuint64_t stride[2] = {(cuuint64_t)D * 2, (cuuint64_t)T * D * 2};
-    cuuint32_t box[3] = {64, 64, 1}, one[3] = {1, 1, 1};
-    return ((PFN_cuTensorMapEncodeTiled_v12000)encode)(tm, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)p, dim, stride,
-                                                        box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-/* a (rows × cols, ld) bf16 matrix as 64-column boxes of box_rows rows; outside reads as zeros */
-static int tm_map_2d(CUtensorMap *tm, void *encode, const void *p, int rows, int cols, int ld, int box_rows) {
-    cuuint64_t dim[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)ld * 2};
-    cuuint32_t box[2] = {64, (cuuint32_t)box_rows}, one[2] = {1, 1};
-    return ((PFN_cuTensorMapEncodeTiled_v12000)encode)(tm, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)p, dim, stride,
-                                                        box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    cuuint32_t box[3] = {64, 64, 1};
+    return tma_map_bf16(tm, encode, p, 3, dim, stride, box);
 }
 #endif
 
@@ -274,12 +257,10 @@ int k_token_mlp_fwd(cudaStream_t st, void *tma_encode, void *y, float *rstd, con
     }
     tm_maps mp;
     if (!tm_map_btd(&mp.x, tma_encode, x, B, T, D) || !tm_map_btd(&mp.y, tma_encode, y, B, T, D) ||
-        !tm_map_2d(&mp.wgu, tma_encode, wgu, 2 * It, Tp, ldgu, 64) ||
-        !tm_map_2d(&mp.wdn, tma_encode, wdn, Tp, It, lddn, no))
+        !tma_map_2d(&mp.wgu, tma_encode, wgu, 2 * It, Tp, ldgu, 64) ||
+        !tma_map_2d(&mp.wdn, tma_encode, wdn, Tp, It, lddn, no))
         return 0;
-    int dev = 0, sms = 132;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
-        sms = 132;
+    int sms = device_sms(132);
     int dtiles = D / 64, mtiles = B * dtiles;
     int npass = (mtiles + sms * TM_WG - 1) / (sms * TM_WG);
     int grid = (mtiles + npass * TM_WG - 1) / (npass * TM_WG); /* passes of even length */
