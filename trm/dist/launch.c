@@ -8,6 +8,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE /* realpath (XSI) */
 #include "launch.h"
+#include "rendezvous.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -124,48 +125,17 @@ typedef struct {
     int omp_threads; /* 0: OMP_NUM_THREADS was set by the user; leave it */
 } launch_plan;
 
-/* whether rank 0 could listen on `port` as rendezvous.c will (the wildcard address, IPv6 dual
- * stack, else IPv4, SO_REUSEADDR) */
-static int port_bindable(int port) {
-    for (int v6 = 1; v6 >= 0; v6--) {
-        int fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
-        if (fd < 0) continue;
-        int one = 1, zero = 0, ok;
-        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (v6) {
-            struct sockaddr_in6 a;
-            memset(&a, 0, sizeof a);
-            a.sin6_family = AF_INET6;
-            a.sin6_addr = in6addr_any;
-            a.sin6_port = htons((uint16_t)port);
-            (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-            ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
-        } else {
-            struct sockaddr_in a;
-            memset(&a, 0, sizeof a);
-            a.sin_family = AF_INET;
-            a.sin_addr.s_addr = htonl(INADDR_ANY);
-            a.sin_port = htons((uint16_t)port);
-            ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
-        }
-        int err = errno;
-        close(fd);
-        if (ok) return 1;
-        if (err == EADDRINUSE) return 0;
-    }
-    return 0;
-}
-
 /* A port for rank 0's rendezvous when none was given. Picked at random below the usual ephemeral
  * ranges (Linux 32768–60999, macOS 49152–65535): a port the kernel hands out by bind(0) comes
  * from those ranges, where any process's outgoing connections can take it between this probe and
- * rank 0's listen (seen as "MASTER_PORT … is in use" with two launchers starting at once). */
+ * rank 0's listen (seen as "MASTER_PORT … is in use" with two launchers starting at once). The
+ * probe is rank 0's own listen (trm_rdzv_port_free). */
 static int free_port(int *port, trm_err *e) {
     uint32_t s = (uint32_t)getpid() * 2654435761u ^ (uint32_t)time(NULL) ^ ((uint32_t)clock() << 7);
     for (int i = 0; i < 64; i++) {
         s ^= s << 13, s ^= s >> 17, s ^= s << 5;
         int p = 20000 + (int)(s % 12000u);
-        if (port_bindable(p)) {
+        if (trm_rdzv_port_free(p)) {
             *port = p;
             return 0;
         }

@@ -245,9 +245,22 @@ static int bind_listen(int family, int port, int backlog, int *out) {
     return 0;
 }
 
-static int listen_any(int port, int backlog, int *out, trm_err *e) {
+/* all interfaces: IPv6 with IPv4 mapped, else IPv4 alone; errno's value or 0 */
+static int listen_all(int port, int backlog, int *out) {
     int err = bind_listen(AF_INET6, port, backlog, out);
     if (err != 0 && err != EADDRINUSE) err = bind_listen(AF_INET, port, backlog, out);
+    return err;
+}
+
+int trm_rdzv_port_free(int port) {
+    int fd;
+    if (listen_all(port, 1, &fd) != 0) return 0;
+    close(fd);
+    return 1;
+}
+
+static int listen_any(int port, int backlog, int *out, trm_err *e) {
+    int err = listen_all(port, backlog, out);
     if (err == EADDRINUSE)
         return trm_errf(e, "MASTER_PORT %d is in use on this host: %s; pick another MASTER_PORT or stop the process holding it",
                         port, strerror(err));
