@@ -206,13 +206,35 @@ END_TEST
 START_TEST(test_gemm_threads_bitwise) {
     if (!trm_gemm_cpu_available()) return;
     tr_rng r = {2};
-    int M = 301, N = 517, K = 700;
+    int M = 301, N = 517, K = 1100; /* K·N past gemm_cpu.c's PACK_CHUNK: packed in two chunks of K */
     float *A = frand(&r, (size_t)M * K, -1, 1), *B = frand(&r, (size_t)K * N, -1, 1);
     float *C1 = calloc((size_t)M * N, sizeof(float)), *C3 = calloc((size_t)M * N, sizeof(float));
     trm_gemm_cpu(0, 1, M, N, K, 1.0f, A, K, B, K, 0.0f, C1, N, 1, 0);
     trm_gemm_cpu(0, 1, M, N, K, 1.0f, A, K, B, K, 0.0f, C3, N, 3, 0);
     ck_assert_msg(memcmp(C1, C3, (size_t)M * N * sizeof(float)) == 0, "1 and 3 threads differ");
-    free(A), free(B), free(C1), free(C3);
+    for (int s = 0; s < 200; s++) { /* right as well as repeatable, across the chunks of K */
+        int i = (s * 7919) % M, n = (s * 104729) % N;
+        double want = 0.0, mag = 0.0;
+        for (int k = 0; k < K; k++) {
+            want += (double)A[(size_t)i * K + k] * B[(size_t)n * K + k];
+            mag += fabs((double)A[(size_t)i * K + k] * B[(size_t)n * K + k]);
+        }
+        ck_assert_msg(fabs(C1[(size_t)i * N + n] - want) <= 1e-5 * mag, "C[%d][%d] %g, want %g", i, n,
+                      C1[(size_t)i * N + n], want);
+    }
+    /* A transposed (op(A) packed once and shared by the blocks) and B not: the weight gradients'
+     * layout, against the same product from A laid out the other way */
+    float *At = malloc((size_t)M * K * sizeof(float)), *Bn = malloc((size_t)K * N * sizeof(float));
+    for (int i = 0; i < M; i++)
+        for (int k = 0; k < K; k++) At[(size_t)k * M + i] = A[(size_t)i * K + k];
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K; k++) Bn[(size_t)k * N + n] = B[(size_t)n * K + k];
+    for (int t = 1; t <= 3; t += 2) {
+        memset(C3, 0, (size_t)M * N * sizeof(float));
+        trm_gemm_cpu(1, 0, M, N, K, 1.0f, At, M, Bn, N, 0.0f, C3, N, t, 0);
+        ck_assert_msg(memcmp(C1, C3, (size_t)M * N * sizeof(float)) == 0, "transposed operands, %d threads", t);
+    }
+    free(A), free(B), free(C1), free(C3), free(At), free(Bn);
 }
 END_TEST
 

@@ -109,6 +109,32 @@ __attribute__((target("avx512f,fma"))) static void kernel_avx512(int kc, const f
     store_12x32(c, C, ldc, mr, nr, alpha, beta, first);
 }
 
+/* The same k loop with op(A) read where it lies (A not transposed: MR rows, each along its own
+ * run of k), for the products whose op(B) is narrow: packing A there cost as much as the
+ * multiply-adds it fed (a store per element against 2·N flops). Each group of three rows takes
+ * one pointer and the row stride as the index register, so the loop needs no spills; the sums
+ * and their order are the packed kernel's, so the bits are too. */
+#define FMA_K_LOOP_ROWS(VEC, MR, NR, LOADU, BCAST, FMADD)                                       \
+    for (int k = 0; k < kc; k++) {                                                             \
+        VEC b0 = LOADU(Bp + k * NR), b1 = LOADU(Bp + k * NR + NR / 2);                         \
+        PRAGMA(GCC unroll MR)                                                                  \
+        for (int i = 0; i < MR; i++) {                                                         \
+            VEC ai = BCAST(r[i / 3] + (size_t)(i % 3) * lda + k);                              \
+            c[i][0] = FMADD(ai, b0, c[i][0]);                                                  \
+            c[i][1] = FMADD(ai, b1, c[i][1]);                                                  \
+        }                                                                                      \
+    }
+
+__attribute__((target("avx512f,fma"))) static void kernel_avx512_rows(int kc, const float *A, size_t lda,
+                                                                        const float *Bp, float *C, int ldc, int nr,
+                                                                        float alpha, float beta, int first) {
+    const float *r[4] = {A, A + 3 * lda, A + 6 * lda, A + 9 * lda};
+    __m512 c[12][2];
+    for (int i = 0; i < 12; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
+    FMA_K_LOOP_ROWS(__m512, 12, 32, _mm512_loadu_ps, BCAST_512, _mm512_fmadd_ps)
+    store_12x32(c, C, ldc, 12, nr, alpha, beta, first);
+}
+
 /* bf16 operands (pairs of k packed in 32 bits), fp32 sums: VDPBF16PS takes two k a lane. */
 __attribute__((target("avx512f,avx512bf16"))) static void kernel_avx512bf16(int kc, const float *Apf, const float *Bpf,
                                                                           float *C, int ldc, int mr, int nr,
@@ -139,10 +165,25 @@ __attribute__((target("avx2,fma"))) static void kernel_avx2(int kc, const float 
     store_tile(C, ldc, acc, 16, mr, nr, alpha, beta, first);
 }
 
+__attribute__((target("avx2,fma"))) static void kernel_avx2_rows(int kc, const float *A, size_t lda, const float *Bp,
+                                                                   float *C, int ldc, int nr, float alpha, float beta,
+                                                                   int first) {
+    const float *r[2] = {A, A + 3 * lda};
+    __m256 c[6][2];
+    for (int i = 0; i < 6; i++) c[i][0] = c[i][1] = _mm256_setzero_ps();
+    FMA_K_LOOP_ROWS(__m256, 6, 16, _mm256_loadu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps)
+    float acc[6 * 16];
+    for (int i = 0; i < 6; i++) _mm256_storeu_ps(acc + i * 16, c[i][0]), _mm256_storeu_ps(acc + i * 16 + 8, c[i][1]);
+    store_tile(C, ldc, acc, 16, 6, nr, alpha, beta, first);
+}
+
 typedef void (*ukernel)(int, const float *, const float *, float *, int, int, int, float, float, int);
+/* whole MR-row panels of op(A) read in place: (kc, A, lda, Bp, C, ldc, nr, alpha, beta, first) */
+typedef void (*ukernel_rows)(int, const float *, size_t, const float *, float *, int, int, float, float, int);
 
 typedef struct {
     ukernel fn, bf16; /* bf16: NULL where the CPU has no AVX512-BF16 */
+    ukernel_rows rows;
     int mr, nr;
 } arch;
 
@@ -151,18 +192,29 @@ static arch pick_arch(void) {
     __builtin_cpu_init();
     const char *e = getenv("TRM_CPU_GEMM");
     if (__builtin_cpu_supports("avx512f") && !(e && !strcmp(e, "avx2")))
-        return (arch){kernel_avx512, __builtin_cpu_supports("avx512bf16") ? kernel_avx512bf16 : NULL, 12, 32};
-    return (arch){kernel_avx2, NULL, 6, 16};
+        return (arch){kernel_avx512, __builtin_cpu_supports("avx512bf16") ? kernel_avx512bf16 : NULL,
+                      kernel_avx512_rows, 12, 32};
+    return (arch){kernel_avx2, NULL, kernel_avx2_rows, 6, 16};
 }
 
 /* ---- packing (zero padding past the edges, so kernels never branch on them) ---- */
 
 /* op(A)[m0 .. m0+mc)[k0 .. k0+kc) into panels of mr rows, k-major within a panel. */
+/* One k of a panel whose rows are A's columns: `rows` contiguous floats, zeros up to mr. */
+__attribute__((target("avx512f"))) static void copy_row_avx512(float *d, const float *src, int rows, int mr) {
+    __mmask16 have = (__mmask16)((1u << rows) - 1), want = (__mmask16)((1u << mr) - 1);
+    _mm512_mask_storeu_ps(d, want, _mm512_maskz_loadu_ps(have, src));
+}
+
 static void pack_a(float *dst, const gemm_job *j, int m0, int mc, int k0, int kc, int mr) {
     for (int p = 0; p < mc; p += mr) {
         int rows = mc - p < mr ? mc - p : mr;
         float *d = dst + (size_t)p * kc;
-        if (j->ta) { /* rows of op(A) are columns of A: each k is one contiguous run */
+        if (j->ta && mr == 12) { /* rows of op(A) are columns of A: each k is one run, a masked
+                                  * vector copy (a scalar loop cost a cycle an element) */
+            for (int k = 0; k < kc; k++)
+                copy_row_avx512(d + (size_t)k * mr, j->A + (size_t)(k0 + k) * j->lda + m0 + p, rows, mr);
+        } else if (j->ta) {
             for (int k = 0; k < kc; k++) {
                 const float *src = j->A + (size_t)(k0 + k) * j->lda + m0 + p;
                 for (int i = 0; i < rows; i++) d[k * mr + i] = src[i];
@@ -179,6 +231,11 @@ static void pack_a(float *dst, const gemm_job *j, int m0, int mc, int k0, int kc
     }
 }
 
+__attribute__((target("avx512f"))) static void copy_32_avx512(float *d, const float *src, __mmask16 lo, __mmask16 hi) {
+    _mm512_storeu_ps(d, _mm512_maskz_loadu_ps(lo, src));
+    _mm512_storeu_ps(d + 16, _mm512_maskz_loadu_ps(hi, src + 16));
+}
+
 /* Panel q (columns q·nr ..) of op(B)[k0 .. k0+kc)[all N], k-major within the panel. */
 static void pack_b_panel(float *dst, const gemm_job *j, int q, int k0, int kc, int nr) {
     int n0 = q * nr, cols = j->N - n0 < nr ? j->N - n0 : nr;
@@ -189,6 +246,11 @@ static void pack_b_panel(float *dst, const gemm_job *j, int q, int k0, int kc, i
         }
         for (int c = cols; c < nr; c++)
             for (int k = 0; k < kc; k++) dst[k * nr + c] = 0.0f;
+    } else if (nr == 32) { /* a k's 32 columns: two masked vectors (a memcpy call cost more) */
+        __mmask16 lo = (__mmask16)(cols >= 16 ? 0xffffu : (1u << cols) - 1);
+        __mmask16 hi = (__mmask16)(cols >= 32 ? 0xffffu : cols > 16 ? (1u << (cols - 16)) - 1 : 0);
+        for (int k = 0; k < kc; k++)
+            copy_32_avx512(dst + (size_t)k * nr, j->B + (size_t)(k0 + k) * j->ldb + n0, lo, hi);
     } else {
         for (int k = 0; k < kc; k++) {
             const float *src = j->B + (size_t)(k0 + k) * j->ldb + n0;
@@ -254,10 +316,14 @@ static void pack_b_panel_bf16(uint32_t *dst, const gemm_job *j, int q, int k0, i
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
 /* op(B) is packed once per call, in parallel, and shared by every thread (packing it per output
- * block cost up to half the time of the forward products); for a K so long that op(B) would
- * not fit BPACK_CAP floats it is packed a chunk of K at a time. Each thread packs the rows of
- * op(A) its own output blocks need. */
-#define BPACK_CAP ((size_t)16 << 20)
+ * block cost up to half the time of the forward products). Where A is transposed and the
+ * output has more than one block of columns, op(A) is too (pack_a_chunk). Both are packed a
+ * chunk of K at a time, PACK_CHUNK floats of the wider one, so that what was packed is still
+ * in cache when the blocks read it: the weight gradients (K of 5440, op(B) 11 MB) went 1.7×
+ * faster on the device host's Xeon with 2 MB chunks than packed whole. A chunk ends where a
+ * packed block of K does, so each element's sums run in the same order as in one piece. */
+#define PACK_CHUNK ((size_t)512 << 10)
+#define BPACK_CAP ((size_t)16 << 20) /* trm_gemm_cpu_rows: op(B) packed whole up to this */
 
 typedef struct {
     const gemm_job *j;
@@ -265,6 +331,7 @@ typedef struct {
     int mc, nc, mb, nb, npad; /* npad: N rounded up to whole panels */
     int bf;                   /* bf16 operands: k in pairs, 32 bits a pair */
     float *bp;
+    float *ap; /* op(A) packed once and shared (A transposed), else NULL: each block packs its rows */
 } plan;
 
 /* Packed words per k of a block of kc, and the offset of the block starting at k0. */
@@ -285,13 +352,62 @@ static void pack_b_chunk(const plan *pl, int kc0, int klen) {
     }
 }
 
+/* fp32 with A not transposed: whole panels read A in place, a last partial one is packed. */
+static void run_block_rows(const plan *pl, int m0, int mc, int n0, int nc, int kc0, int klen, float *ap) {
+    const gemm_job *j = pl->j;
+    const arch *a = pl->a;
+    int whole = mc / a->mr * a->mr;
+    for (int k0 = 0; k0 < klen; k0 += KC) {
+        int kc = klen - k0 < KC ? klen - k0 : KC, first = kc0 + k0 == 0;
+        if (whole < mc) pack_a(ap, j, m0 + whole, mc - whole, kc0 + k0, kc, a->mr);
+        const float *bk = pl->bp + kbase(pl, k0), *ak = j->A + (size_t)m0 * j->lda + kc0 + k0;
+        for (int q = 0; q < nc; q += a->nr) {
+            int nr = nc - q < a->nr ? nc - q : a->nr;
+            const float *bq = bk + (size_t)(n0 + q) * kc;
+            float *cq = j->C + (size_t)m0 * j->ldc + n0 + q;
+            for (int p = 0; p < whole; p += a->mr)
+                a->rows(kc, ak + (size_t)p * j->lda, (size_t)j->lda, bq, cq + (size_t)p * j->ldc, j->ldc, nr, j->alpha,
+                        j->beta, first);
+            if (whole < mc)
+                a->fn(kc, ap, bq, cq + (size_t)whole * j->ldc, j->ldc, mc - whole, nr, j->alpha, j->beta, first);
+        }
+    }
+}
+
+/* op(A)'s rows (A's columns) packed for all blocks at once, as op(B) is: a block of rows would
+ * otherwise pack its strip of A again for every block of columns, a copy per element against
+ * the 2·nc flops it feeds (the weight gradients: K of thousands, N of a few hundred). Panels of
+ * mr rows, one K block after another, each at the offset run_block would give it. */
+static void pack_a_chunk(const plan *pl, int kc0, int klen) {
+    const gemm_job *j = pl->j;
+    int mr = pl->a->mr, panels = (j->M + mr - 1) / mr, nkb = (klen + KC - 1) / KC;
+    size_t mpad = (size_t)panels * mr;
+#pragma omp for schedule(dynamic) nowait /* pack_b_chunk's barrier follows */
+    for (int t = 0; t < nkb * panels; t++) {
+        int kb = t / panels, q = t % panels, k0 = kb * KC, kc = klen - k0 < KC ? klen - k0 : KC;
+        int rows = j->M - q * mr < mr ? j->M - q * mr : mr;
+        float *d = pl->ap + (size_t)(pl->bf ? k0 / 2 : k0) * mpad + (size_t)q * mr * kwords(pl, kc);
+        if (pl->bf)
+            pack_a_bf16((uint32_t *)d, j, q * mr, rows, kc0 + k0, kc, mr);
+        else
+            pack_a(d, j, q * mr, rows, kc0 + k0, kc, mr);
+    }
+}
+
 static void run_block(const plan *pl, int m0, int mc, int n0, int nc, int kc0, int klen, float *ap) {
     const gemm_job *j = pl->j;
     const arch *a = pl->a;
+    if (!pl->bf && !j->ta) {
+        run_block_rows(pl, m0, mc, n0, nc, kc0, klen, ap);
+        return;
+    }
+    size_t mpad = (size_t)round_up(j->M, a->mr);
     for (int k0 = 0; k0 < klen; k0 += KC) {
         int kc = klen - k0 < KC ? klen - k0 : KC;
         int kw = kwords(pl, kc);
-        if (pl->bf)
+        if (pl->ap)
+            ap = pl->ap + (size_t)(pl->bf ? k0 / 2 : k0) * mpad + (size_t)m0 * kw;
+        else if (pl->bf)
             pack_a_bf16((uint32_t *)ap, j, m0, mc, kc0 + k0, kc, a->mr);
         else
             pack_a(ap, j, m0, mc, kc0 + k0, kc, a->mr);
@@ -329,22 +445,26 @@ void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float 
     if (bf16 && trm_gemm_amx(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, threads)) return;
     arch arch_here = pick_arch(); /* a feature bit test: cheaper than keeping it anywhere */
     gemm_job j = {ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C};
-    plan pl = {&j, &arch_here, 0, 0, 0, 0, round_up(N, arch_here.nr), bf16 && arch_here.bf16, NULL};
+    plan pl = {&j, &arch_here, 0, 0, 0, 0, round_up(N, arch_here.nr), bf16 && arch_here.bf16, NULL, NULL};
     choose_blocks(M, N, threads, &arch_here, &pl.mc, &pl.nc);
     pl.mb = (M + pl.mc - 1) / pl.mc, pl.nb = (N + pl.nc - 1) / pl.nc;
+    /* A transposed and more than one block of columns: op(A) packed once, shared */
+    int mpad = ta && pl.nb > 1 ? round_up(M, arch_here.mr) : 0, widest = pl.npad > mpad ? pl.npad : mpad;
     int kchunk = K;
-    if ((size_t)K * pl.npad > BPACK_CAP) {
-        kchunk = (int)(BPACK_CAP / pl.npad) / KC * KC;
+    if ((size_t)K * widest > PACK_CHUNK) {
+        kchunk = (int)(PACK_CHUNK / widest) / KC * KC;
         if (kchunk < KC) kchunk = KC;
     }
     pl.bp = trm_gemm_buffer((size_t)kchunk * pl.npad * sizeof(float));
+    if (mpad) pl.ap = trm_gemm_buffer((size_t)kchunk * mpad * sizeof(float));
     int tasks = pl.mb * pl.nb, nt = threads > tasks ? tasks : threads;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        float *ap = trm_gemm_buffer((size_t)pl.mc * KC * sizeof(float)); /* a few hundred KiB a thread */
+        float *ap = pl.ap ? NULL : trm_gemm_buffer((size_t)pl.mc * KC * sizeof(float)); /* ≤ 96 KiB */
         for (int kc0 = 0; kc0 < K; kc0 += kchunk) {
             int klen = K - kc0 < kchunk ? K - kc0 : kchunk;
-            pack_b_chunk(&pl, kc0, klen); /* ends with a barrier: B is whole before use */
+            if (pl.ap) pack_a_chunk(&pl, kc0, klen);
+            pack_b_chunk(&pl, kc0, klen); /* ends with a barrier: A and B are whole before use */
 #pragma omp for schedule(dynamic)
             for (int t = 0; t < tasks; t++) {
                 int m0 = (t % pl.mb) * pl.mc, n0 = (t / pl.mb) * pl.nc;
@@ -354,6 +474,7 @@ void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float 
         free(ap);
     }
     free(pl.bp);
+    free(pl.ap);
 }
 
 int trm_gemm_cpu_available(void) { return 1; }
@@ -371,7 +492,7 @@ int trm_gemm_cpu_rows(int M, int N, int K, const float *A, int lda, const float 
                       int threads, int bf16, trm_gemm_rows_fn done, void *ctx) {
     arch arch_here = pick_arch();
     gemm_job j = {0, 1, M, N, K, lda, ldb, ldc, 1.0f, 0.0f, A, B, C};
-    plan pl = {&j, &arch_here, 0, N, 0, 1, round_up(N, arch_here.nr), bf16 && arch_here.bf16, NULL};
+    plan pl = {&j, &arch_here, 0, N, 0, 1, round_up(N, arch_here.nr), bf16 && arch_here.bf16, NULL, NULL};
     if (M < 1 || N < 1 || K < 1 || (size_t)K * pl.npad > BPACK_CAP) return 0; /* op(B) packed whole or not at all */
     if (bf16 && trm_gemm_amx_available()) return 0; /* trm_gemm_cpu's bf16 products are AMX's there */
     /* rows as trm_gemm_cpu's blocks (≤ MC_MAX), fewer while a block would pass ROWS_CAP or the
