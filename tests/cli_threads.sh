@@ -6,8 +6,8 @@
 # mid-loop) gives the same per-step losses and the same weights bit for bit, for the token-
 # mixing MLP and attention, in float32 and in bfloat16 (trm's own bf16 GEMM where the CPU has
 # AVX512-BF16, AMX tiles where it has those, float32 with a warning elsewhere: whichever runs,
-# the thread count changes no bit). The wait policy trm chooses (passive up to 4 threads) is
-# checked in the environment it runs with.
+# the thread count changes no bit). The wait policy trm chooses (passive up to 2 threads, a short
+# spin up to 4, a longer one above) is checked in the environment it runs with.
 set -uo pipefail
 TRM=$1 SRC=$2 GOLDEN=$3 TMP=$4
 fail() { echo "FAIL: $*"; exit 1; }
@@ -63,9 +63,10 @@ if [ -r /proc/self/environ ]; then
     grep -E '^(OMP_WAIT_POLICY|GOMP_SPINCOUNT)=' <<< "$seen"
     wait $pid || { cat "env_$t$#.txt"; fail "pretrain with $t threads"; }
   }
-  e2=$(env_of 2) e8=$(env_of 8) e_user=$(env_of 2 OMP_WAIT_POLICY=active)
+  e2=$(env_of 2) e4=$(env_of 4) e8=$(env_of 8) e_user=$(env_of 2 OMP_WAIT_POLICY=active)
   [ "$e2" = "OMP_WAIT_POLICY=passive" ] || fail "2 threads: expected a passive wait policy, got '$e2'"
+  [ "$e4" = "GOMP_SPINCOUNT=10000" ] || fail "4 threads: expected a short spin, got '$e4'"
   [ "$e8" = "GOMP_SPINCOUNT=100000" ] || fail "8 threads: expected a bounded spin, got '$e8'"
   [ "$e_user" = "OMP_WAIT_POLICY=active" ] || fail "the user's OMP_WAIT_POLICY was replaced: '$e_user'"
-  echo "wait policy: 2 threads '$e2', 8 threads '$e8', the user's own kept"
+  echo "wait policy: 2 threads '$e2', 4 threads '$e4', 8 threads '$e8', the user's own kept"
 fi

@@ -13,9 +13,13 @@
  *   one busy process beside it, 2 threads took 1640 ms a step where 1 thread took 1183. When
  *   the user has set none of OMP_WAIT_POLICY, GOMP_SPINCOUNT (libgomp) or KMP_BLOCKTIME
  *   (LLVM's libomp), trm chooses by the number of threads it will run:
- *   - up to TRM_PASSIVE_THREADS (a laptop's cores), waiting threads sleep at once (passive):
- *     every core counts there, and a thread that spins takes one from its partner or from
- *     the user's other programs; the wake-ups cost nothing measurable at this size;
+ *   - up to TRM_PASSIVE_THREADS (two cores), waiting threads sleep at once (passive): every
+ *     core counts there, and a thread that spins takes one from its partner or from the
+ *     user's other programs; the wake-ups cost nothing measurable at this size;
+ *   - up to TRM_FEW_THREADS (a laptop's cores), the spin is short, TRM_SPINCOUNT_FEW turns (a
+ *     few microseconds): on the device host's Xeon pinned to 4 cores, passive waits cost 5-10%
+ *     of a step against spinning (3 alternating rounds, both configs), while on 2 cores with
+ *     two busy programs beside trm 10000 turns were as fast as passive waits;
  *   - above it, the spin is bounded to TRM_SPINCOUNT turns, a third of libgomp's: long enough
  *     to bridge the gap between two loops on an idle machine (on the device host's 16 threads,
  *     passive waits cost 12% of a tiny_mlp step and 10000 turns 5%; 100000 as fast as the
@@ -33,8 +37,10 @@
 /* Measured on 2 cores and on the device host's 16, tiny_mlp (bench/cpu.sh shapes): see
  * bench/README.md ("Threads beside other programs"). */
 #define TRM_SPINCOUNT "100000"
+#define TRM_SPINCOUNT_FEW "10000"
 #define TRM_BLOCKTIME "0" /* ms; libomp's unit */
-#define TRM_PASSIVE_THREADS 4
+#define TRM_PASSIVE_THREADS 2
+#define TRM_FEW_THREADS 4
 
 #if !defined(TRM_ACCELERATE) && (defined(__x86_64__) || defined(__i386__)) && defined(__linux__)
 #define FORCE_OPENBLAS_COMPLEX_STRUCT
@@ -83,10 +89,11 @@ static int omp_threads_planned(void) {
 /* 1 when the OpenMP wait policy was left to trm and is set now. */
 static int choose_omp_wait(void) {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || getenv("KMP_BLOCKTIME")) return 0;
-    if (omp_threads_planned() <= TRM_PASSIVE_THREADS) {
+    int threads = omp_threads_planned();
+    if (threads <= TRM_PASSIVE_THREADS) {
         setenv("OMP_WAIT_POLICY", "passive", 1);
     } else {
-        setenv("GOMP_SPINCOUNT", TRM_SPINCOUNT, 1);
+        setenv("GOMP_SPINCOUNT", threads <= TRM_FEW_THREADS ? TRM_SPINCOUNT_FEW : TRM_SPINCOUNT, 1);
         setenv("KMP_BLOCKTIME", TRM_BLOCKTIME, 1);
     }
     return 1;
