@@ -1,9 +1,10 @@
-/* gemm_cpu.c — trm's own fp32 GEMM for the cpu backend on x86-64: packed panels, an AVX-512
- * (12×32) or AVX2 (6×16) register-blocked micro-kernel chosen at run time, and OpenMP over
- * blocks of the output. TRM's products are medium-sized (thousands of rows, K of 85..5440) and
- * OpenBLAS threads them poorly (it scaled from 8 to 16 threads by 1.25x on the device host and
- * slows down on two threads for the mlp_t shapes); here every thread owns whole output blocks,
- * packs its own operands and never waits for another, and each output element is summed in
+/* gemm_cpu.c — trm's own fp32 GEMM for the cpu backend on x86-64: an AVX-512 (12×32) or AVX2
+ * (6×16) register-blocked micro-kernel chosen at run time, op(B) packed into panels, op(A) read
+ * where it lies in fp32 (A's rows; with AVX-512 also A's columns when transposed), else packed,
+ * and OpenMP over blocks of the output. TRM's products are medium-sized (thousands of rows, K of
+ * 85..5440) and OpenBLAS threads them poorly (it scaled from 8 to 16 threads by 1.25x on the
+ * device host and slows down on two threads for the mlp_t shapes); here every thread owns whole
+ * output blocks, packs what it alone needs and never waits for another, and each element is summed in
  * the same order whatever the thread count, so results do not depend on OMP_NUM_THREADS. With
  * bf16 (forward_dtype=bfloat16 on a CPU with AVX512-BF16) both operands are rounded to bf16 as
  * they are packed and summed in fp32, as the cuda backend's tensor cores do. trm_gemm_cpu_rows
@@ -165,6 +166,29 @@ __attribute__((target("avx2,fma"))) static void kernel_avx2(int kc, const float 
     store_tile(C, ldc, acc, 16, mr, nr, alpha, beta, first);
 }
 
+/* op(A) = Aᵀ read in place: a k's MR values are contiguous in A's row k (lda apart from the
+ * next k's); the row PF_COLS ahead is fetched early, since rows a page apart defeat the
+ * hardware's prefetchers. */
+#define PF_COLS 8
+__attribute__((target("avx512f,fma"))) static void kernel_avx512_cols(int kc, const float *A, size_t lda,
+                                                                        const float *Bp, float *C, int ldc, int nr,
+                                                                        float alpha, float beta, int first) {
+    __m512 c[12][2];
+    for (int i = 0; i < 12; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
+    for (int k = 0; k < kc; k++) {
+        __m512 b0 = _mm512_loadu_ps(Bp + k * 32), b1 = _mm512_loadu_ps(Bp + k * 32 + 16);
+        const float *a = A + (size_t)k * lda;
+        _mm_prefetch((const char *)(a + PF_COLS * lda), _MM_HINT_T0);
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) {
+            __m512 ai = _mm512_set1_ps(a[i]);
+            c[i][0] = _mm512_fmadd_ps(ai, b0, c[i][0]);
+            c[i][1] = _mm512_fmadd_ps(ai, b1, c[i][1]);
+        }
+    }
+    store_12x32(c, C, ldc, 12, nr, alpha, beta, first);
+}
+
 __attribute__((target("avx2,fma"))) static void kernel_avx2_rows(int kc, const float *A, size_t lda, const float *Bp,
                                                                    float *C, int ldc, int nr, float alpha, float beta,
                                                                    int first) {
@@ -316,8 +340,10 @@ static void pack_b_panel_bf16(uint32_t *dst, const gemm_job *j, int q, int k0, i
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
 /* op(B) is packed once per call, in parallel, and shared by every thread (packing it per output
- * block cost up to half the time of the forward products). Where A is transposed and the
- * output has more than one block of columns, op(A) is too (pack_a_chunk). Both are packed a
+ * block cost up to half the time of the forward products). op(A) is read where it lies by
+ * the fp32 AVX-512 kernels (run_block_rows, run_block_cols); elsewhere, where A is transposed
+ * and the output has more than one block of columns, it is packed once too (pack_a_chunk),
+ * and otherwise by each block for itself (run_block). Both are packed a
  * chunk of K at a time, PACK_CHUNK floats of the wider one, so that what was packed is still
  * in cache when the blocks read it: the weight gradients (K of 5440, op(B) 11 MB) went 1.7×
  * faster on the device host's Xeon with 2 MB chunks than packed whole. A chunk ends where a
@@ -394,11 +420,37 @@ static void pack_a_chunk(const plan *pl, int kc0, int klen) {
     }
 }
 
+/* fp32 with A transposed on AVX-512: whole panels read Aᵀ in place, a last partial one packed. */
+static void run_block_cols(const plan *pl, int m0, int mc, int n0, int nc, int kc0, int klen, float *ap) {
+    const gemm_job *j = pl->j;
+    const arch *a = pl->a;
+    int whole = mc / a->mr * a->mr;
+    for (int k0 = 0; k0 < klen; k0 += KC) {
+        int kc = klen - k0 < KC ? klen - k0 : KC, first = kc0 + k0 == 0;
+        if (whole < mc) pack_a(ap, j, m0 + whole, mc - whole, kc0 + k0, kc, a->mr);
+        const float *bk = pl->bp + kbase(pl, k0), *ak = j->A + (size_t)(kc0 + k0) * j->lda + m0;
+        for (int q = 0; q < nc; q += a->nr) {
+            int nr = nc - q < a->nr ? nc - q : a->nr;
+            const float *bq = bk + (size_t)(n0 + q) * kc;
+            float *cq = j->C + (size_t)m0 * j->ldc + n0 + q;
+            for (int p = 0; p < whole; p += a->mr)
+                kernel_avx512_cols(kc, ak + p, (size_t)j->lda, bq, cq + (size_t)p * j->ldc, j->ldc, nr, j->alpha,
+                                   j->beta, first);
+            if (whole < mc)
+                a->fn(kc, ap, bq, cq + (size_t)whole * j->ldc, j->ldc, mc - whole, nr, j->alpha, j->beta, first);
+        }
+    }
+}
+
 static void run_block(const plan *pl, int m0, int mc, int n0, int nc, int kc0, int klen, float *ap) {
     const gemm_job *j = pl->j;
     const arch *a = pl->a;
     if (!pl->bf && !j->ta) {
         run_block_rows(pl, m0, mc, n0, nc, kc0, klen, ap);
+        return;
+    }
+    if (!pl->bf && a->mr == 12) {
+        run_block_cols(pl, m0, mc, n0, nc, kc0, klen, ap);
         return;
     }
     size_t mpad = (size_t)round_up(j->M, a->mr);
@@ -449,7 +501,9 @@ void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float 
     choose_blocks(M, N, threads, &arch_here, &pl.mc, &pl.nc);
     pl.mb = (M + pl.mc - 1) / pl.mc, pl.nb = (N + pl.nc - 1) / pl.nc;
     /* A transposed and more than one block of columns: op(A) packed once, shared */
-    int mpad = ta && pl.nb > 1 ? round_up(M, arch_here.mr) : 0, widest = pl.npad > mpad ? pl.npad : mpad;
+    /* op(A) packed once and shared: A transposed, more than one block of columns, and no kernel
+     * that reads Aᵀ in place (bf16, or AVX2's 6-row panels) */
+    int mpad = ta && pl.nb > 1 && (pl.bf || arch_here.mr != 12) ? round_up(M, arch_here.mr) : 0, widest = pl.npad > mpad ? pl.npad : mpad;
     int kchunk = K;
     if ((size_t)K * widest > PACK_CHUNK) {
         kchunk = (int)(PACK_CHUNK / widest) / KC * KC;
