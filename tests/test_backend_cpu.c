@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "kernels/cpu/exp_wide.h"
 #include "kernels/cpu/gemm_cpu.h"
 #include "dist/dist.h"
 #include "util/rng.h"
@@ -199,6 +200,30 @@ START_TEST(test_gemm) {
     be->gemm(be, TR_F32x3, 0, 0, 2, 2, 2, 1.0f, A, 2, 0, B, 2, 0, 0.0f, C, 2, 0, 1);
     for (int i = 0; i < 4; i++) ck_assert_float_eq(C[i], A[i]);
     be->destroy(be);
+}
+END_TEST
+
+/* exp_affine's 16-lane AVX-512 path gives the 8-lane path's bits: over exp's whole range (both
+ * clamps, subnormal results, NaN), both affine maps the kernels use, and every tail length. */
+START_TEST(test_exp_wide_bits) {
+#if TRM_EXP_WIDE
+    if (!__builtin_cpu_supports("avx512f")) return;
+    enum { N = 40000 };
+    float *x = malloc(N * sizeof(float)), *w = malloc(N * sizeof(float)), *n8 = malloc(N * sizeof(float));
+    for (int i = 0; i < N; i++) x[i] = -120.0f + 220.0f * (float)i / N + 1e-3f * (float)(i % 7);
+    x[0] = NAN, x[1] = -0.0f, x[2] = 1e-30f, x[3] = 88.7f, x[4] = -103.9f;
+    const float ab[2][2] = {{1.0f, 0.0f}, {-1.0f, 0.0f}};
+    for (int m = 0; m < 2; m++)
+        for (int n = 16; n <= 48; n++) /* every tail past the first whole vector */
+            for (int i0 = 0; i0 + n <= N; i0 += 997) {
+                exp_affine_wide(w, x + i0, n, ab[m][0], ab[m][1]);
+                exp_affine_8(n8, x + i0, n, ab[m][0], ab[m][1]);
+                ck_assert_msg(memcmp(w, n8, (size_t)n * sizeof(float)) == 0, "exp at %d (+%d), map %d", i0, n, m);
+            }
+    exp_affine_wide(w, x, N, -2.0f, 0.5f), exp_affine_8(n8, x, N, -2.0f, 0.5f);
+    ck_assert(memcmp(w, n8, N * sizeof(float)) == 0);
+    free(x), free(w), free(n8);
+#endif
 }
 END_TEST
 
@@ -1492,6 +1517,7 @@ static Suite *backend_cpu_suite(void) {
     tcase_add_test(tc, test_memory);
     tcase_add_test(tc, test_gemm);
     tcase_add_test(tc, test_gemm_threads_bitwise);
+    tcase_add_test(tc, test_exp_wide_bits);
     tcase_add_test(tc, test_gemm_bf16_products);
     tcase_add_test(tc, test_gemm_amx);
     tcase_add_test(tc, test_add_axpy_transpose);

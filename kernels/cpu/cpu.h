@@ -79,8 +79,8 @@ static inline vf8 vexp8(vf8 x) {
     return EXP_SCALE(y, n, VF8_FROM_BITS);
 }
 
-/* y[i] = exp(a·x[i] + b); y may equal x. */
-static inline void exp_affine(float *y, const float *x, int n, float a, float b) {
+/* y[i] = exp(a·x[i] + b) on 8-lane vectors; y may equal x. */
+static inline void exp_affine_narrow(float *y, const float *x, int n, float a, float b) {
     int i = 0;
     for (; i + 8 <= n; i += 8) {
         vf8 v;
@@ -94,6 +94,20 @@ static inline void exp_affine(float *y, const float *x, int n, float a, float b)
         v = vexp8(v * a + b);
         memcpy(y + i, &v, (size_t)(n - i) * sizeof(float));
     }
+}
+
+/* exp_wide.c: the same on 16-lane vectors, where the CPU has AVX-512 (x86-64 GCC or clang). */
+#include "exp_wide.h"
+
+/* y[i] = exp(a·x[i] + b); y may equal x. */
+static inline void exp_affine(float *y, const float *x, int n, float a, float b) {
+#if TRM_EXP_WIDE
+    if (n >= 16 && __builtin_cpu_supports("avx512f")) {
+        exp_affine_wide(y, x, n, a, b);
+        return;
+    }
+#endif
+    exp_affine_narrow(y, x, n, a, b);
 }
 
 /* ---- backend_cpu.c ------------------------------------------------------------------------ */

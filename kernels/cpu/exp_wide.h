@@ -1,0 +1,16 @@
+/* exp_wide.h — exp_wide.c's two entry points, without cpu.h's vector types (the tests include
+ * this where they are not compiled for AVX2): y[i] = exp(a·x[i] + b) on 16-lane vectors, for
+ * n ≥ 1 where the CPU has AVX-512, and the same through cpu.h's 8-lane path, which exp_affine
+ * takes elsewhere. Both give the same bits. */
+#ifndef TRM_EXP_WIDE_H
+#define TRM_EXP_WIDE_H
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TRM_EXP_WIDE 1
+void exp_affine_wide(float *y, const float *x, int n, float a, float b);
+#else
+#define TRM_EXP_WIDE 0
+#endif
+void exp_affine_8(float *y, const float *x, int n, float a, float b);
+
+#endif
