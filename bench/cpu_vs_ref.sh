@@ -4,7 +4,8 @@
 # host is a VM whose speed drifts by 20-40% between minutes) weighs on both alike; prints each
 # round and the median of the rounds' medians.
 # usage: bench/cpu_vs_ref.sh TRM_BINARY REF_DIR [ROUNDS] [THREADS]   env: DTYPE (float32), STEPS (10),
-#   CPUS (a taskset list such as 0-3: both programs pinned to those cores, the laptop case)
+#   CPUS (a taskset list such as 0-3: both programs pinned to those cores, the laptop case),
+#   TRM_BEFORE (another trm binary, say an older commit's, run after trm in every round)
 #   REF_DIR: the reference's models/ and utils/ with ../shared/anchors/ref_bench.py beside them
 set -euo pipefail
 TRM=$1 REF=$2 ROUNDS=${3:-3} T=${4:-16}
@@ -19,16 +20,25 @@ declare -A variant=(
 )
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 for name in tiny_mlp tiny_att; do
-  ref=() ours=()
+  ref=() ours=() before=()
   for r in $(seq "$ROUNDS"); do
     a=$(OMP_NUM_THREADS=$T "${pin[@]}" python3 "$REF/ref_bench.py" "$REF" "$name" --device cpu --dtype "$DTYPE" \
         --steps "${STEPS:-10}" 2>/dev/null | tail -1 | sed 's/.*"step_ms_median": \([0-9.]*\).*/\1/')
     # shellcheck disable=SC2086
     b=$(OMP_NUM_THREADS=$T "${pin[@]}" "$TRM" bench "${common[@]}" ${variant[$name]} --seq-len 81 --vocab 11 --num-ids 1 \
         --steps "${STEPS:-10}" --warmup 3 --json | sed 's/.*"ms_per_step_median": \([0-9.]*\).*/\1/')
-    echo "# $name round $r: reference $a ms, trm $b ms"
+    c=""
+    if [ -n "${TRM_BEFORE:-}" ]; then
+      # shellcheck disable=SC2086
+      c=$(OMP_NUM_THREADS=$T "${pin[@]}" "$TRM_BEFORE" bench "${common[@]}" ${variant[$name]} --seq-len 81 --vocab 11 \
+          --num-ids 1 --steps "${STEPS:-10}" --warmup 3 --json | sed 's/.*"ms_per_step_median": \([0-9.]*\).*/\1/')
+      before+=("$c")
+    fi
+    echo "# $name round $r: reference $a ms, trm $b ms${c:+, trm before $c ms}"
     ref+=("$a") ours+=("$b")
   done
   rm=$(printf '%s\n' "${ref[@]}" | median) om=$(printf '%s\n' "${ours[@]}" | median)
-  echo "{\"config\": \"$name\", \"dtype\": \"$DTYPE\", \"threads\": $T, \"rounds\": $ROUNDS, \"reference_ms\": $rm, \"trm_ms\": $om, \"speedup\": $(awk -v a="$rm" -v b="$om" 'BEGIN { printf "%.2f", a / b }')}"
+  bm=""
+  [ -n "${TRM_BEFORE:-}" ] && bm=", \"before_ms\": $(printf '%s\n' "${before[@]}" | median)"
+  echo "{\"config\": \"$name\", \"dtype\": \"$DTYPE\", \"threads\": $T, \"rounds\": $ROUNDS, \"reference_ms\": $rm, \"trm_ms\": $om$bm, \"speedup\": $(awk -v a="$rm" -v b="$om" 'BEGIN { printf "%.2f", a / b }')}"
 done
