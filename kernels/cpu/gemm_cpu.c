@@ -203,11 +203,11 @@ __attribute__((target("avx2,fma"))) static void kernel_avx2_rows(int kc, const f
 
 typedef void (*ukernel)(int, const float *, const float *, float *, int, int, int, float, float, int);
 /* whole MR-row panels of op(A) read in place: (kc, A, lda, Bp, C, ldc, nr, alpha, beta, first) */
-typedef void (*ukernel_rows)(int, const float *, size_t, const float *, float *, int, int, float, float, int);
+typedef void (*ukernel_inplace)(int, const float *, size_t, const float *, float *, int, int, float, float, int);
 
 typedef struct {
-    ukernel fn, bf16; /* bf16: NULL where the CPU has no AVX512-BF16 */
-    ukernel_rows rows;
+    ukernel fn, bf16;           /* bf16: NULL where the CPU has no AVX512-BF16 */
+    ukernel_inplace rows, cols; /* op(A) = A, op(A) = Aᵀ read in place; cols NULL with AVX2 */
     int mr, nr;
 } arch;
 
@@ -217,19 +217,20 @@ static arch pick_arch(void) {
     const char *e = getenv("TRM_CPU_GEMM");
     if (__builtin_cpu_supports("avx512f") && !(e && !strcmp(e, "avx2")))
         return (arch){kernel_avx512, __builtin_cpu_supports("avx512bf16") ? kernel_avx512bf16 : NULL,
-                      kernel_avx512_rows, 12, 32};
-    return (arch){kernel_avx2, NULL, kernel_avx2_rows, 6, 16};
+                      kernel_avx512_rows, kernel_avx512_cols, 12, 32};
+    return (arch){kernel_avx2, NULL, kernel_avx2_rows, NULL, 6, 16};
 }
 
 /* ---- packing (zero padding past the edges, so kernels never branch on them) ---- */
 
-/* op(A)[m0 .. m0+mc)[k0 .. k0+kc) into panels of mr rows, k-major within a panel. */
 /* One k of a panel whose rows are A's columns: `rows` contiguous floats, zeros up to mr. */
 __attribute__((target("avx512f"))) static void copy_row_avx512(float *d, const float *src, int rows, int mr) {
     __mmask16 have = (__mmask16)((1u << rows) - 1), want = (__mmask16)((1u << mr) - 1);
     _mm512_mask_storeu_ps(d, want, _mm512_maskz_loadu_ps(have, src));
 }
 
+/* op(A)[m0 .. m0+mc)[k0 .. k0+kc) into panels of mr rows, k-major within a panel. mr = 12 (and
+ * nr = 32 in pack_b_panel) is the AVX-512 kernel's, so the vector copies have AVX-512 there. */
 static void pack_a(float *dst, const gemm_job *j, int m0, int mc, int k0, int kc, int mr) {
     for (int p = 0; p < mc; p += mr) {
         int rows = mc - p < mr ? mc - p : mr;
@@ -341,7 +342,7 @@ static int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
 /* op(B) is packed once per call, in parallel, and shared by every thread (packing it per output
  * block cost up to half the time of the forward products). op(A) is read where it lies by
- * the fp32 AVX-512 kernels (run_block_rows, run_block_cols); elsewhere, where A is transposed
+ * the fp32 kernels (run_block_inplace; Aᵀ with AVX-512 only); elsewhere, where A is transposed
  * and the output has more than one block of columns, it is packed once too (pack_a_chunk),
  * and otherwise by each block for itself (run_block). Both are packed a
  * chunk of K at a time, PACK_CHUNK floats of the wider one, so that what was packed is still
@@ -357,7 +358,7 @@ typedef struct {
     int mc, nc, mb, nb, npad; /* npad: N rounded up to whole panels */
     int bf;                   /* bf16 operands: k in pairs, 32 bits a pair */
     float *bp;
-    float *ap; /* op(A) packed once and shared (A transposed), else NULL: each block packs its rows */
+    float *ap; /* op(A) packed once and shared (pack_a_chunk), else NULL */
 } plan;
 
 /* Packed words per k of a block of kc, and the offset of the block starting at k0. */
@@ -375,28 +376,6 @@ static void pack_b_chunk(const plan *pl, int kc0, int klen) {
             pack_b_panel_bf16((uint32_t *)d, j, q, kc0 + k0, kc, nr);
         else
             pack_b_panel(d, j, q, kc0 + k0, kc, nr);
-    }
-}
-
-/* fp32 with A not transposed: whole panels read A in place, a last partial one is packed. */
-static void run_block_rows(const plan *pl, int m0, int mc, int n0, int nc, int kc0, int klen, float *ap) {
-    const gemm_job *j = pl->j;
-    const arch *a = pl->a;
-    int whole = mc / a->mr * a->mr;
-    for (int k0 = 0; k0 < klen; k0 += KC) {
-        int kc = klen - k0 < KC ? klen - k0 : KC, first = kc0 + k0 == 0;
-        if (whole < mc) pack_a(ap, j, m0 + whole, mc - whole, kc0 + k0, kc, a->mr);
-        const float *bk = pl->bp + kbase(pl, k0), *ak = j->A + (size_t)m0 * j->lda + kc0 + k0;
-        for (int q = 0; q < nc; q += a->nr) {
-            int nr = nc - q < a->nr ? nc - q : a->nr;
-            const float *bq = bk + (size_t)(n0 + q) * kc;
-            float *cq = j->C + (size_t)m0 * j->ldc + n0 + q;
-            for (int p = 0; p < whole; p += a->mr)
-                a->rows(kc, ak + (size_t)p * j->lda, (size_t)j->lda, bq, cq + (size_t)p * j->ldc, j->ldc, nr, j->alpha,
-                        j->beta, first);
-            if (whole < mc)
-                a->fn(kc, ap, bq, cq + (size_t)whole * j->ldc, j->ldc, mc - whole, nr, j->alpha, j->beta, first);
-        }
     }
 }
 
@@ -420,22 +399,25 @@ static void pack_a_chunk(const plan *pl, int kc0, int klen) {
     }
 }
 
-/* fp32 with A transposed on AVX-512: whole panels read Aᵀ in place, a last partial one packed. */
-static void run_block_cols(const plan *pl, int m0, int mc, int n0, int nc, int kc0, int klen, float *ap) {
+/* fp32 with op(A) read where it lies (fn: the arch's rows kernel, or its cols kernel for Aᵀ):
+ * whole panels in place, a last partial one packed. */
+static void run_block_inplace(const plan *pl, ukernel_inplace fn, int m0, int mc, int n0, int nc, int kc0, int klen,
+                              float *ap) {
     const gemm_job *j = pl->j;
     const arch *a = pl->a;
     int whole = mc / a->mr * a->mr;
+    size_t lda = (size_t)j->lda, step = j->ta ? 1 : lda; /* from one row of op(A) to the next */
     for (int k0 = 0; k0 < klen; k0 += KC) {
         int kc = klen - k0 < KC ? klen - k0 : KC, first = kc0 + k0 == 0;
         if (whole < mc) pack_a(ap, j, m0 + whole, mc - whole, kc0 + k0, kc, a->mr);
-        const float *bk = pl->bp + kbase(pl, k0), *ak = j->A + (size_t)(kc0 + k0) * j->lda + m0;
+        const float *bk = pl->bp + kbase(pl, k0);
+        const float *ak = j->A + (j->ta ? (size_t)(kc0 + k0) * lda + m0 : (size_t)m0 * lda + kc0 + k0);
         for (int q = 0; q < nc; q += a->nr) {
             int nr = nc - q < a->nr ? nc - q : a->nr;
             const float *bq = bk + (size_t)(n0 + q) * kc;
             float *cq = j->C + (size_t)m0 * j->ldc + n0 + q;
             for (int p = 0; p < whole; p += a->mr)
-                kernel_avx512_cols(kc, ak + p, (size_t)j->lda, bq, cq + (size_t)p * j->ldc, j->ldc, nr, j->alpha,
-                                   j->beta, first);
+                fn(kc, ak + p * step, lda, bq, cq + (size_t)p * j->ldc, j->ldc, nr, j->alpha, j->beta, first);
             if (whole < mc)
                 a->fn(kc, ap, bq, cq + (size_t)whole * j->ldc, j->ldc, mc - whole, nr, j->alpha, j->beta, first);
         }
@@ -445,12 +427,9 @@ static void run_block_cols(const plan *pl, int m0, int mc, int n0, int nc, int k
 static void run_block(const plan *pl, int m0, int mc, int n0, int nc, int kc0, int klen, float *ap) {
     const gemm_job *j = pl->j;
     const arch *a = pl->a;
-    if (!pl->bf && !j->ta) {
-        run_block_rows(pl, m0, mc, n0, nc, kc0, klen, ap);
-        return;
-    }
-    if (!pl->bf && a->mr == 12) {
-        run_block_cols(pl, m0, mc, n0, nc, kc0, klen, ap);
+    ukernel_inplace inplace = pl->bf ? NULL : j->ta ? a->cols : a->rows;
+    if (inplace) {
+        run_block_inplace(pl, inplace, m0, mc, n0, nc, kc0, klen, ap);
         return;
     }
     size_t mpad = (size_t)round_up(j->M, a->mr);
@@ -500,10 +479,10 @@ void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float 
     plan pl = {&j, &arch_here, 0, 0, 0, 0, round_up(N, arch_here.nr), bf16 && arch_here.bf16, NULL, NULL};
     choose_blocks(M, N, threads, &arch_here, &pl.mc, &pl.nc);
     pl.mb = (M + pl.mc - 1) / pl.mc, pl.nb = (N + pl.nc - 1) / pl.nc;
-    /* A transposed and more than one block of columns: op(A) packed once, shared */
     /* op(A) packed once and shared: A transposed, more than one block of columns, and no kernel
-     * that reads Aᵀ in place (bf16, or AVX2's 6-row panels) */
-    int mpad = ta && pl.nb > 1 && (pl.bf || arch_here.mr != 12) ? round_up(M, arch_here.mr) : 0, widest = pl.npad > mpad ? pl.npad : mpad;
+     * that reads Aᵀ in place (bf16, or AVX2) */
+    int mpad = ta && pl.nb > 1 && (pl.bf || !arch_here.cols) ? round_up(M, arch_here.mr) : 0;
+    int widest = pl.npad > mpad ? pl.npad : mpad;
     int kchunk = K;
     if ((size_t)K * widest > PACK_CHUNK) {
         kchunk = (int)(PACK_CHUNK / widest) / KC * KC;
