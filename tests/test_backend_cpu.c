@@ -247,8 +247,8 @@ START_TEST(test_gemm_threads_bitwise) {
         ck_assert_msg(fabs(C1[(size_t)i * N + n] - want) <= 1e-5 * mag, "C[%d][%d] %g, want %g", i, n,
                       C1[(size_t)i * N + n], want);
     }
-    /* A transposed (op(A) packed once and shared by the blocks) and B not: the weight gradients'
-     * layout, against the same product from A laid out the other way */
+    /* A transposed (read in place by the AVX-512 kernel, packed by each block with AVX2) and B
+     * not, the weight gradients' layout, against the same product from A laid out the other way */
     float *At = malloc((size_t)M * K * sizeof(float)), *Bn = malloc((size_t)K * N * sizeof(float));
     for (int i = 0; i < M; i++)
         for (int k = 0; k < K; k++) At[(size_t)k * M + i] = A[(size_t)i * K + k];

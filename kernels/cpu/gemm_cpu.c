@@ -82,20 +82,22 @@ __attribute__((target("avx512f"))) static inline void store_12x32(__m512 c[12][2
     store_tile(C, ldc, acc, 32, mr, nr, alpha, beta, first);
 }
 
-/* The k loop of both fp32 kernels, for c[MR][2] (vectors of NR/2 floats): per k, two vectors
- * of B's packed row, then each of A's MR values broadcast and multiply-added into its row of c.
- * A macro, since the two widths differ only in the vector type and the intrinsics' names; the
- * unroll pragma (MR rows) keeps c in registers. BCAST takes an address, as AVX2's broadcast
- * does (BCAST_512 gives AVX-512's set1 one), so both kernels compile to what they were. */
+/* The k loop of every fp32 kernel, for c[MR][2] (vectors of NR/2 floats): per k, PER_K (a
+ * prefetch, or nothing), two vectors of B's packed row, then each of op(A)'s MR values at A_AT
+ * (an address in terms of k and i: a packed panel, or A where it lies) broadcast and
+ * multiply-added into its row of c. A macro, since the kernels differ only in the vector type,
+ * the intrinsics' names and where op(A) is read; the unroll pragma (MR rows) keeps c in
+ * registers. BCAST takes an address, as AVX2's broadcast does (BCAST_512 gives AVX-512's set1
+ * one). */
 #define PRAGMA(x) _Pragma(#x)
 #define BCAST_512(p) _mm512_set1_ps(*(p))
-#define FMA_K_LOOP(VEC, MR, NR, LOADU, BCAST, FMADD)                                            \
+#define FMA_K_LOOP(VEC, MR, NR, LOADU, BCAST, FMADD, A_AT, PER_K)                               \
     for (int k = 0; k < kc; k++) {                                                             \
+        PER_K;                                                                                 \
         VEC b0 = LOADU(Bp + k * NR), b1 = LOADU(Bp + k * NR + NR / 2);                         \
-        const float *a = Ap + k * MR;                                                          \
         PRAGMA(GCC unroll MR)                                                                  \
         for (int i = 0; i < MR; i++) {                                                         \
-            VEC ai = BCAST(a + i);                                                             \
+            VEC ai = BCAST(A_AT);                                                              \
             c[i][0] = FMADD(ai, b0, c[i][0]);                                                  \
             c[i][1] = FMADD(ai, b1, c[i][1]);                                                  \
         }                                                                                      \
@@ -106,25 +108,16 @@ __attribute__((target("avx512f,fma"))) static void kernel_avx512(int kc, const f
                                                                    int first) {
     __m512 c[12][2];
     for (int i = 0; i < 12; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
-    FMA_K_LOOP(__m512, 12, 32, _mm512_loadu_ps, BCAST_512, _mm512_fmadd_ps)
+    FMA_K_LOOP(__m512, 12, 32, _mm512_loadu_ps, BCAST_512, _mm512_fmadd_ps, Ap + k * 12 + i, )
     store_12x32(c, C, ldc, mr, nr, alpha, beta, first);
 }
 
-/* The same k loop with op(A) read where it lies (A not transposed: MR rows, each along its own
- * run of k), for the products whose op(B) is narrow: packing A there cost as much as the
+/* The same k loop with op(A) read where it lies, A not transposed (MR rows, each along its
+ * own run of k), for the products whose op(B) is narrow: packing A there cost as much as the
  * multiply-adds it fed (a store per element against 2·N flops). Each group of three rows takes
  * one pointer and the row stride as the index register, so the loop needs no spills; the sums
  * and their order are the packed kernel's, so the bits are too. */
-#define FMA_K_LOOP_ROWS(VEC, MR, NR, LOADU, BCAST, FMADD)                                       \
-    for (int k = 0; k < kc; k++) {                                                             \
-        VEC b0 = LOADU(Bp + k * NR), b1 = LOADU(Bp + k * NR + NR / 2);                         \
-        PRAGMA(GCC unroll MR)                                                                  \
-        for (int i = 0; i < MR; i++) {                                                         \
-            VEC ai = BCAST(r[i / 3] + (size_t)(i % 3) * lda + k);                              \
-            c[i][0] = FMADD(ai, b0, c[i][0]);                                                  \
-            c[i][1] = FMADD(ai, b1, c[i][1]);                                                  \
-        }                                                                                      \
-    }
+#define A_ROWS (r[i / 3] + (size_t)(i % 3) * lda + k)
 
 __attribute__((target("avx512f,fma"))) static void kernel_avx512_rows(int kc, const float *A, size_t lda,
                                                                         const float *Bp, float *C, int ldc, int nr,
@@ -132,7 +125,7 @@ __attribute__((target("avx512f,fma"))) static void kernel_avx512_rows(int kc, co
     const float *r[4] = {A, A + 3 * lda, A + 6 * lda, A + 9 * lda};
     __m512 c[12][2];
     for (int i = 0; i < 12; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
-    FMA_K_LOOP_ROWS(__m512, 12, 32, _mm512_loadu_ps, BCAST_512, _mm512_fmadd_ps)
+    FMA_K_LOOP(__m512, 12, 32, _mm512_loadu_ps, BCAST_512, _mm512_fmadd_ps, A_ROWS, )
     store_12x32(c, C, ldc, 12, nr, alpha, beta, first);
 }
 
@@ -160,7 +153,7 @@ __attribute__((target("avx2,fma"))) static void kernel_avx2(int kc, const float 
                                                               int mr, int nr, float alpha, float beta, int first) {
     __m256 c[6][2];
     for (int i = 0; i < 6; i++) c[i][0] = c[i][1] = _mm256_setzero_ps();
-    FMA_K_LOOP(__m256, 6, 16, _mm256_loadu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps)
+    FMA_K_LOOP(__m256, 6, 16, _mm256_loadu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, Ap + k * 6 + i, )
     float acc[6 * 16];
     for (int i = 0; i < 6; i++) _mm256_storeu_ps(acc + i * 16, c[i][0]), _mm256_storeu_ps(acc + i * 16 + 8, c[i][1]);
     store_tile(C, ldc, acc, 16, mr, nr, alpha, beta, first);
@@ -170,22 +163,13 @@ __attribute__((target("avx2,fma"))) static void kernel_avx2(int kc, const float 
  * next k's); the row PF_COLS ahead is fetched early, since rows a page apart defeat the
  * hardware's prefetchers. */
 #define PF_COLS 8
+#define PF_ROW(k) _mm_prefetch((const char *)(A + (size_t)((k) + PF_COLS) * lda), _MM_HINT_T0)
 __attribute__((target("avx512f,fma"))) static void kernel_avx512_cols(int kc, const float *A, size_t lda,
                                                                         const float *Bp, float *C, int ldc, int nr,
                                                                         float alpha, float beta, int first) {
     __m512 c[12][2];
     for (int i = 0; i < 12; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
-    for (int k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_loadu_ps(Bp + k * 32), b1 = _mm512_loadu_ps(Bp + k * 32 + 16);
-        const float *a = A + (size_t)k * lda;
-        _mm_prefetch((const char *)(a + PF_COLS * lda), _MM_HINT_T0);
-#pragma GCC unroll 12
-        for (int i = 0; i < 12; i++) {
-            __m512 ai = _mm512_set1_ps(a[i]);
-            c[i][0] = _mm512_fmadd_ps(ai, b0, c[i][0]);
-            c[i][1] = _mm512_fmadd_ps(ai, b1, c[i][1]);
-        }
-    }
+    FMA_K_LOOP(__m512, 12, 32, _mm512_loadu_ps, BCAST_512, _mm512_fmadd_ps, A + (size_t)k * lda + i, PF_ROW(k))
     store_12x32(c, C, ldc, 12, nr, alpha, beta, first);
 }
 
@@ -195,7 +179,7 @@ __attribute__((target("avx2,fma"))) static void kernel_avx2_rows(int kc, const f
     const float *r[2] = {A, A + 3 * lda};
     __m256 c[6][2];
     for (int i = 0; i < 6; i++) c[i][0] = c[i][1] = _mm256_setzero_ps();
-    FMA_K_LOOP_ROWS(__m256, 6, 16, _mm256_loadu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps)
+    FMA_K_LOOP(__m256, 6, 16, _mm256_loadu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, A_ROWS, )
     float acc[6 * 16];
     for (int i = 0; i < 6; i++) _mm256_storeu_ps(acc + i * 16, c[i][0]), _mm256_storeu_ps(acc + i * 16 + 8, c[i][1]);
     store_tile(C, ldc, acc, 16, 6, nr, alpha, beta, first);
@@ -223,23 +207,12 @@ static arch pick_arch(void) {
 
 /* ---- packing (zero padding past the edges, so kernels never branch on them) ---- */
 
-/* One k of a panel whose rows are A's columns: `rows` contiguous floats, zeros up to mr. */
-__attribute__((target("avx512f"))) static void copy_row_avx512(float *d, const float *src, int rows, int mr) {
-    __mmask16 have = (__mmask16)((1u << rows) - 1), want = (__mmask16)((1u << mr) - 1);
-    _mm512_mask_storeu_ps(d, want, _mm512_maskz_loadu_ps(have, src));
-}
-
-/* op(A)[m0 .. m0+mc)[k0 .. k0+kc) into panels of mr rows, k-major within a panel. mr = 12 (and
- * nr = 32 in pack_b_panel) is the AVX-512 kernel's, so the vector copies have AVX-512 there. */
+/* op(A)[m0 .. m0+mc)[k0 .. k0+kc) into panels of mr rows, k-major within a panel. */
 static void pack_a(float *dst, const gemm_job *j, int m0, int mc, int k0, int kc, int mr) {
     for (int p = 0; p < mc; p += mr) {
         int rows = mc - p < mr ? mc - p : mr;
         float *d = dst + (size_t)p * kc;
-        if (j->ta && mr == 12) { /* rows of op(A) are columns of A: each k is one run, a masked
-                                  * vector copy (a scalar loop cost a cycle an element) */
-            for (int k = 0; k < kc; k++)
-                copy_row_avx512(d + (size_t)k * mr, j->A + (size_t)(k0 + k) * j->lda + m0 + p, rows, mr);
-        } else if (j->ta) {
+        if (j->ta) { /* rows of op(A) are columns of A: each k is one contiguous run */
             for (int k = 0; k < kc; k++) {
                 const float *src = j->A + (size_t)(k0 + k) * j->lda + m0 + p;
                 for (int i = 0; i < rows; i++) d[k * mr + i] = src[i];
@@ -271,7 +244,8 @@ static void pack_b_panel(float *dst, const gemm_job *j, int q, int k0, int kc, i
         }
         for (int c = cols; c < nr; c++)
             for (int k = 0; k < kc; k++) dst[k * nr + c] = 0.0f;
-    } else if (nr == 32) { /* a k's 32 columns: two masked vectors (a memcpy call cost more) */
+    } else if (nr == 32) { /* a k's 32 columns (the AVX-512 kernel's panel): two masked vectors,
+                            * where a memcpy call cost more */
         __mmask16 lo = (__mmask16)(cols >= 16 ? 0xffffu : (1u << cols) - 1);
         __mmask16 hi = (__mmask16)(cols >= 32 ? 0xffffu : cols > 16 ? (1u << (cols - 16)) - 1 : 0);
         for (int k = 0; k < kc; k++)
@@ -341,14 +315,12 @@ static void pack_b_panel_bf16(uint32_t *dst, const gemm_job *j, int q, int k0, i
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
 /* op(B) is packed once per call, in parallel, and shared by every thread (packing it per output
- * block cost up to half the time of the forward products). op(A) is read where it lies by
- * the fp32 kernels (run_block_inplace; Aᵀ with AVX-512 only); elsewhere, where A is transposed
- * and the output has more than one block of columns, it is packed once too (pack_a_chunk),
- * and otherwise by each block for itself (run_block). Both are packed a
- * chunk of K at a time, PACK_CHUNK floats of the wider one, so that what was packed is still
- * in cache when the blocks read it: the weight gradients (K of 5440, op(B) 11 MB) went 1.7×
- * faster on the device host's Xeon with 2 MB chunks than packed whole. A chunk ends where a
- * packed block of K does, so each element's sums run in the same order as in one piece. */
+ * block cost up to half the time of the forward products), a chunk of K at a time, PACK_CHUNK
+ * floats, so that what was packed is still in cache when the blocks read it: the weight
+ * gradients (K of 5440, op(B) 11 MB) went 1.7× faster on the device host's Xeon with 2 MB
+ * chunks than packed whole. A chunk ends where a packed block of K does, so each element's
+ * sums run in the same order as in one piece. op(A) is read where it lies by the fp32 kernels
+ * (run_block_inplace; Aᵀ with AVX-512 only), and elsewhere packed by each block for itself. */
 #define PACK_CHUNK ((size_t)512 << 10)
 #define BPACK_CAP ((size_t)16 << 20) /* trm_gemm_cpu_rows: op(B) packed whole up to this */
 
@@ -358,7 +330,6 @@ typedef struct {
     int mc, nc, mb, nb, npad; /* npad: N rounded up to whole panels */
     int bf;                   /* bf16 operands: k in pairs, 32 bits a pair */
     float *bp;
-    float *ap; /* op(A) packed once and shared (pack_a_chunk), else NULL */
 } plan;
 
 /* Packed words per k of a block of kc, and the offset of the block starting at k0. */
@@ -376,26 +347,6 @@ static void pack_b_chunk(const plan *pl, int kc0, int klen) {
             pack_b_panel_bf16((uint32_t *)d, j, q, kc0 + k0, kc, nr);
         else
             pack_b_panel(d, j, q, kc0 + k0, kc, nr);
-    }
-}
-
-/* op(A)'s rows (A's columns) packed for all blocks at once, as op(B) is: a block of rows would
- * otherwise pack its strip of A again for every block of columns, a copy per element against
- * the 2·nc flops it feeds (the weight gradients: K of thousands, N of a few hundred). Panels of
- * mr rows, one K block after another, each at the offset run_block would give it. */
-static void pack_a_chunk(const plan *pl, int kc0, int klen) {
-    const gemm_job *j = pl->j;
-    int mr = pl->a->mr, panels = (j->M + mr - 1) / mr, nkb = (klen + KC - 1) / KC;
-    size_t mpad = (size_t)panels * mr;
-#pragma omp for schedule(dynamic) nowait /* pack_b_chunk's barrier follows */
-    for (int t = 0; t < nkb * panels; t++) {
-        int kb = t / panels, q = t % panels, k0 = kb * KC, kc = klen - k0 < KC ? klen - k0 : KC;
-        int rows = j->M - q * mr < mr ? j->M - q * mr : mr;
-        float *d = pl->ap + (size_t)(pl->bf ? k0 / 2 : k0) * mpad + (size_t)q * mr * kwords(pl, kc);
-        if (pl->bf)
-            pack_a_bf16((uint32_t *)d, j, q * mr, rows, kc0 + k0, kc, mr);
-        else
-            pack_a(d, j, q * mr, rows, kc0 + k0, kc, mr);
     }
 }
 
@@ -432,13 +383,10 @@ static void run_block(const plan *pl, int m0, int mc, int n0, int nc, int kc0, i
         run_block_inplace(pl, inplace, m0, mc, n0, nc, kc0, klen, ap);
         return;
     }
-    size_t mpad = (size_t)round_up(j->M, a->mr);
     for (int k0 = 0; k0 < klen; k0 += KC) {
         int kc = klen - k0 < KC ? klen - k0 : KC;
         int kw = kwords(pl, kc);
-        if (pl->ap)
-            ap = pl->ap + (size_t)(pl->bf ? k0 / 2 : k0) * mpad + (size_t)m0 * kw;
-        else if (pl->bf)
+        if (pl->bf)
             pack_a_bf16((uint32_t *)ap, j, m0, mc, kc0 + k0, kc, a->mr);
         else
             pack_a(ap, j, m0, mc, kc0 + k0, kc, a->mr);
@@ -476,28 +424,22 @@ void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float 
     if (bf16 && trm_gemm_amx(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, threads)) return;
     arch arch_here = pick_arch(); /* a feature bit test: cheaper than keeping it anywhere */
     gemm_job j = {ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C};
-    plan pl = {&j, &arch_here, 0, 0, 0, 0, round_up(N, arch_here.nr), bf16 && arch_here.bf16, NULL, NULL};
+    plan pl = {&j, &arch_here, 0, 0, 0, 0, round_up(N, arch_here.nr), bf16 && arch_here.bf16, NULL};
     choose_blocks(M, N, threads, &arch_here, &pl.mc, &pl.nc);
     pl.mb = (M + pl.mc - 1) / pl.mc, pl.nb = (N + pl.nc - 1) / pl.nc;
-    /* op(A) packed once and shared: A transposed, more than one block of columns, and no kernel
-     * that reads Aᵀ in place (bf16, or AVX2) */
-    int mpad = ta && pl.nb > 1 && (pl.bf || !arch_here.cols) ? round_up(M, arch_here.mr) : 0;
-    int widest = pl.npad > mpad ? pl.npad : mpad;
     int kchunk = K;
-    if ((size_t)K * widest > PACK_CHUNK) {
-        kchunk = (int)(PACK_CHUNK / widest) / KC * KC;
+    if ((size_t)K * pl.npad > PACK_CHUNK) {
+        kchunk = (int)(PACK_CHUNK / pl.npad) / KC * KC;
         if (kchunk < KC) kchunk = KC;
     }
     pl.bp = trm_gemm_buffer((size_t)kchunk * pl.npad * sizeof(float));
-    if (mpad) pl.ap = trm_gemm_buffer((size_t)kchunk * mpad * sizeof(float));
     int tasks = pl.mb * pl.nb, nt = threads > tasks ? tasks : threads;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        float *ap = pl.ap ? NULL : trm_gemm_buffer((size_t)pl.mc * KC * sizeof(float)); /* ≤ 96 KiB */
+        float *ap = trm_gemm_buffer((size_t)pl.mc * KC * sizeof(float)); /* ≤ 96 KiB a thread */
         for (int kc0 = 0; kc0 < K; kc0 += kchunk) {
             int klen = K - kc0 < kchunk ? K - kc0 : kchunk;
-            if (pl.ap) pack_a_chunk(&pl, kc0, klen);
-            pack_b_chunk(&pl, kc0, klen); /* ends with a barrier: A and B are whole before use */
+            pack_b_chunk(&pl, kc0, klen); /* ends with a barrier: B is whole before use */
 #pragma omp for schedule(dynamic)
             for (int t = 0; t < tasks; t++) {
                 int m0 = (t % pl.mb) * pl.mc, n0 = (t / pl.mb) * pl.nc;
@@ -507,7 +449,6 @@ void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float 
         free(ap);
     }
     free(pl.bp);
-    free(pl.ap);
 }
 
 int trm_gemm_cpu_available(void) { return 1; }
@@ -525,7 +466,7 @@ int trm_gemm_cpu_rows(int M, int N, int K, const float *A, int lda, const float 
                       int threads, int bf16, trm_gemm_rows_fn done, void *ctx) {
     arch arch_here = pick_arch();
     gemm_job j = {0, 1, M, N, K, lda, ldb, ldc, 1.0f, 0.0f, A, B, C};
-    plan pl = {&j, &arch_here, 0, N, 0, 1, round_up(N, arch_here.nr), bf16 && arch_here.bf16, NULL, NULL};
+    plan pl = {&j, &arch_here, 0, N, 0, 1, round_up(N, arch_here.nr), bf16 && arch_here.bf16, NULL};
     if (M < 1 || N < 1 || K < 1 || (size_t)K * pl.npad > BPACK_CAP) return 0; /* op(B) packed whole or not at all */
     if (bf16 && trm_gemm_amx_available()) return 0; /* trm_gemm_cpu's bf16 products are AMX's there */
     /* rows as trm_gemm_cpu's blocks (≤ MC_MAX), fewer while a block would pass ROWS_CAP or the
