@@ -56,44 +56,41 @@ static inline int thread_id(void) {
 typedef float vf8 __attribute__((vector_size(32)));
 typedef int32_t vi8 __attribute__((vector_size(32)));
 
-static inline vf8 vf8_clamp(vf8 x, float lo, float hi) {
-    vf8 vlo = {lo, lo, lo, lo, lo, lo, lo, lo}, vhi = {hi, hi, hi, hi, hi, hi, hi, hi};
-    vi8 m = x < vlo;
-    x = (vf8)(((vi8)x & ~m) | ((vi8)vlo & m));
-    m = x > vhi;
-    return (vf8)(((vi8)x & ~m) | ((vi8)vhi & m));
-}
-
-/* The bits of 8 ints as 8 floats (EXP_SCALE's reinterpretation). */
-#define VF8_FROM_BITS(v) ((vf8)(v))
-
-static inline vf8 vexp8(vf8 x) {
-    const float magic = 12582912.0f; /* 1.5·2²³: adding it rounds to an integer */
-    vf8 xc = vf8_clamp(x, EXP_X_MIN, EXP_X_MAX);
-    vf8 t = xc * EXP_LOG2E + magic;
-    vi8 n = (vi8)t - 0x4B400000; /* the integer in t's mantissa */
-    vf8 fx = t - magic;
-    vf8 r = EXP_REDUCE(xc, fx);
-    vf8 z = r * r;
-    vf8 y = EXP_POLY(r, z);
-    return EXP_SCALE(y, n, VF8_FROM_BITS);
-}
+/* The loop of exp_affine on vectors of L floats (VF; VI the same-width ints), written once for
+ * the 8-lane path here and exp_wide.c's 16-lane one (64-byte vectors cannot be passed between
+ * functions without changing the ABI, so it is a macro of statements, not a function). Each
+ * lane: the clamps as selects, the rounding of x·log2 e through the 1.5·2²³ magic number (t's
+ * mantissa then holds the integer n), and exp_poly.h's reduction, polynomial and scaling. */
+#define EXP_AFFINE_LOOP(VF, VI, L)                                                              \
+    for (int i = 0; i < n; i += L) {                                                           \
+        int m_ = n - i < L ? n - i : L;                                                        \
+        VF v_ = {0};                                                                           \
+        if (m_ == L) /* a fixed size: a vector load rather than a call */                      \
+            memcpy(&v_, x + i, sizeof v_);                                                     \
+        else                                                                                   \
+            memcpy(&v_, x + i, (size_t)m_ * sizeof(float));                                    \
+        v_ = v_ * a + b;                                                                       \
+        VF lo_ = (VF){0} + EXP_X_MIN, hi_ = (VF){0} + EXP_X_MAX;                               \
+        VI c_ = v_ < lo_;                                                                      \
+        v_ = (VF)(((VI)v_ & ~c_) | ((VI)lo_ & c_));                                            \
+        c_ = v_ > hi_;                                                                         \
+        VF xc_ = (VF)(((VI)v_ & ~c_) | ((VI)hi_ & c_));                                        \
+        VF t_ = xc_ * EXP_LOG2E + 12582912.0f;                                                 \
+        VI e_ = (VI)t_ - 0x4B400000;                                                           \
+        VF fx_ = t_ - 12582912.0f;                                                             \
+        VF r_ = EXP_REDUCE(xc_, fx_);                                                          \
+        VF z_ = r_ * r_;                                                                       \
+        VF p_ = EXP_POLY(r_, z_);                                                              \
+        v_ = EXP_SCALE(p_, e_, (VF));                                                          \
+        if (m_ == L)                                                                           \
+            memcpy(y + i, &v_, sizeof v_);                                                     \
+        else                                                                                   \
+            memcpy(y + i, &v_, (size_t)m_ * sizeof(float));                                    \
+    }
 
 /* y[i] = exp(a·x[i] + b) on 8-lane vectors; y may equal x. */
 static inline void exp_affine_narrow(float *y, const float *x, int n, float a, float b) {
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        vf8 v;
-        memcpy(&v, x + i, sizeof v);
-        v = vexp8(v * a + b);
-        memcpy(y + i, &v, sizeof v);
-    }
-    if (i < n) {
-        vf8 v = {0};
-        memcpy(&v, x + i, (size_t)(n - i) * sizeof(float));
-        v = vexp8(v * a + b);
-        memcpy(y + i, &v, (size_t)(n - i) * sizeof(float));
-    }
+    EXP_AFFINE_LOOP(vf8, vi8, 8)
 }
 
 /* exp_wide.c: the same on 16-lane vectors, where the CPU has AVX-512 (x86-64 GCC or clang). */
