@@ -18,20 +18,21 @@ declare -A variant=(
   [tiny_mlp]="arch.mlp_t=True arch.pos_encodings=none"
   [tiny_att]="arch.mlp_t=False arch.pos_encodings=rope"
 )
+# one trm's median ms/step on config $2
+trm_ms() {
+  # shellcheck disable=SC2086
+  OMP_NUM_THREADS=$T "${pin[@]}" "$1" bench "${common[@]}" ${variant[$2]} --seq-len 81 --vocab 11 --num-ids 1 \
+    --steps "${STEPS:-10}" --warmup 3 --json | sed 's/.*"ms_per_step_median": \([0-9.]*\).*/\1/'
+}
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 for name in tiny_mlp tiny_att; do
   ref=() ours=() before=()
   for r in $(seq "$ROUNDS"); do
     a=$(OMP_NUM_THREADS=$T "${pin[@]}" python3 "$REF/ref_bench.py" "$REF" "$name" --device cpu --dtype "$DTYPE" \
         --steps "${STEPS:-10}" 2>/dev/null | tail -1 | sed 's/.*"step_ms_median": \([0-9.]*\).*/\1/')
-    # shellcheck disable=SC2086
-    b=$(OMP_NUM_THREADS=$T "${pin[@]}" "$TRM" bench "${common[@]}" ${variant[$name]} --seq-len 81 --vocab 11 --num-ids 1 \
-        --steps "${STEPS:-10}" --warmup 3 --json | sed 's/.*"ms_per_step_median": \([0-9.]*\).*/\1/')
-    c=""
+    b=$(trm_ms "$TRM" "$name") c=""
     if [ -n "${TRM_BEFORE:-}" ]; then
-      # shellcheck disable=SC2086
-      c=$(OMP_NUM_THREADS=$T "${pin[@]}" "$TRM_BEFORE" bench "${common[@]}" ${variant[$name]} --seq-len 81 --vocab 11 \
-          --num-ids 1 --steps "${STEPS:-10}" --warmup 3 --json | sed 's/.*"ms_per_step_median": \([0-9.]*\).*/\1/')
+      c=$(trm_ms "$TRM_BEFORE" "$name")
       before+=("$c")
     fi
     echo "# $name round $r: reference $a ms, trm $b ms${c:+, trm before $c ms}"

@@ -50,16 +50,15 @@ weights_rel() {
              print m + 0 }' <<< "$out"
 }
 
-# A TCP port free on this machine now: bound to port 0 (the kernel's choice) and released. A
-# random port could be in use, by an ephemeral connection or a test running beside this one.
-# Non-zero with a message on stderr when no port can be had; callers check: port=$(free_port) || fail
-# A random port below the kernels' ephemeral ranges (as trm's launcher picks one): a port bind(0)
-# hands out can be taken by another test's outgoing connections before the ranks listen on it.
+# A TCP port free on this machine now: a random one below the kernels' ephemeral ranges that
+# binds, then released (as trm's launcher picks one); a port bind(0) hands out can be taken by
+# another test's outgoing connections before the ranks listen on it. Non-zero with a message
+# on stderr when no port can be had; callers check: port=$(free_port) || fail
 free_port() {
   if command -v perl > /dev/null; then
     perl -MIO::Socket::INET -e 'for (1 .. 64) { my $p = 20000 + int(rand(12000));
       if (IO::Socket::INET->new(LocalAddr => "0.0.0.0", LocalPort => $p, Listen => 1, ReuseAddr => 1)) { print $p; exit 0 } }
-      exit 1'
+      print STDERR "free_port: no free TCP port in 64 tries of 20000-31999\n"; exit 1'
   elif command -v python3 > /dev/null; then
     python3 -c 'import random, socket, sys
 for _ in range(64):
@@ -69,9 +68,9 @@ for _ in range(64):
         s.bind(("0.0.0.0", p)); print(p); sys.exit(0)
     except OSError:
         s.close()
-sys.exit(1)'
+sys.exit("free_port: no free TCP port in 64 tries of 20000-31999")'
   else
-    echo "free_port: neither perl nor python3 to ask the kernel for a free TCP port" >&2
+    echo "free_port: neither perl nor python3 to try TCP ports with" >&2
     return 1
   fi
 }

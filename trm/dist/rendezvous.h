@@ -21,9 +21,9 @@ typedef struct {
  * until timeout_s, so they may start before rank 0. A handshake (magic, version, rank, world)
  * rejects a peer with another world size, a duplicate or out-of-range rank, or something that is
  * not trm. world == 1: no sockets at all. */
+int trm_rdzv_open(trm_rdzv *r, const char *addr, int port, int rank, int world, double timeout_s, trm_err *e);
 /* 1 when rank 0 could listen on `port` now, as trm_rdzv_open would (a probe: nothing is kept) */
 int trm_rdzv_port_free(int port);
-int trm_rdzv_open(trm_rdzv *r, const char *addr, int port, int rank, int world, double timeout_s, trm_err *e);
 /* buf (n bytes) of rank 0 is copied to every rank. */
 int trm_rdzv_bcast(trm_rdzv *r, void *buf, size_t n, trm_err *e);
 /* all (world*n bytes) gets every rank's `mine` in rank order, on every rank. */
