@@ -135,8 +135,9 @@ __global__ void TM_BOUNDS
             wg_m64n128k16_ss_ta(acc, dx + 128 * k, wg_desc(st + (k >> 2) * 16384, 16, 1024) + 2 * (k & 3), k);
     };
     /* chunk c's act = SwiGLU of the bf16 gate (columns 0–63) and up (64–127) sums in acc, packed
-     * as the A fragments of its down product (k-step kk: act columns 16kk..), which is issued */
-    auto swiglu_down = [&](int c) {
+     * as the A fragments of its down product (k-step kk: act columns 16kk..), which is issued;
+     * the pass's first chunk starts out from zero */
+    auto swiglu_down = [&](int c, int first) {
         wait_full(1, c);
 #pragma unroll
         for (int j = 0; j < 8; j++)
@@ -151,7 +152,7 @@ __global__ void TM_BOUNDS
         wg_fence();
         uint64_t dd = wg_desc(sD + (c % TM_ND) * TM_DST, 16, 1024);
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++) wg_m64nk16_rs<NO>(out, a[kk], dd + 2 * kk);
+        for (int kk = 0; kk < 4; kk++) wg_m64nk16_rs<NO>(out, a[kk], dd + 2 * kk, !first || kk);
     };
     for (int p = 0; p < npass; p++) {
         int tile = (p * gridDim.x + blockIdx.x) * TM_WG + wg, c0 = p * nch;
@@ -168,10 +169,6 @@ __global__ void TM_BOUNDS
             continue;
         }
         mbar_wait(xfull + 2 * wg + (p & 1), (p >> 1) & 1);
-#pragma unroll
-        for (int j = 0; j < NJ; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) out[j][e] = 0.f;
         uint64_t dx = wg_desc(xt, 8192, 1024);
         /* f(element, hr, its x in the tile, position) over this thread's elements of the down
          * product: out[j][2hr + e] is row r = 16·warp + g + 8hr (a channel), position c = 8j +
@@ -196,7 +193,7 @@ __global__ void TM_BOUNDS
             wg_wait<0>();
             wg_fence_f(acc), wg_fence_first<NJ>(out), wg_fence_u(a);
             release(c, jc ? c - 1 : -1);
-            swiglu_down(c);
+            swiglu_down(c, jc == 0);
             if (jc + 1 < nch) gemm1(dx, c + 1);
             wg_commit();
         }
