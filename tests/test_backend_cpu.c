@@ -503,6 +503,49 @@ START_TEST(test_rmsnorm) {
 }
 END_TEST
 
+static void set_threads(int n) {
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+
+/* mlp_t's norm over T with its transposes: the same bits as rmsnorm on the (B, D, Tp) rows
+ * between transposes, pads of dxT zero, with and without the residual, at 1 and 3 threads */
+START_TEST(test_rmsnorm_t) {
+    trm_backend *be = mk();
+    tr_rng r = {43};
+    int dims[][4] = {{3, 97, 128, 104}, {2, 5, 7, 9}, {64, 85, 16, 85}};
+    for (int k = 0; k < 3; k++)
+        for (int use_res = 0; use_res < 2; use_res++) {
+            int B = dims[k][0], T = dims[k][1], D = dims[k][2], Tp = dims[k][3], RT = B * D;
+            size_t nt = (size_t)RT * Tp, ny = (size_t)B * T * D;
+            float *xT = frand(&r, nt, -2, 2), *res = use_res ? frand(&r, nt, -2, 2) : NULL;
+            float *dy = frand(&r, ny, -1, 1), *yT = fzeros(nt), *gT = fzeros(nt), *rc = fzeros(RT);
+            float *yc = fzeros(ny), *dxc = fzeros(nt);
+            be->rmsnorm_fwd(be, yT, rc, xT, res, RT, T, Tp, 1e-5f);
+            be->transpose(be, yc, D, yT, Tp, B, D, T);
+            be->transpose(be, gT, Tp, dy, D, B, T, D);
+            be->rmsnorm_bwd(be, dxc, gT, yT, rc, RT, T, Tp);
+            for (int threads = 1; threads <= 3; threads += 2) {
+                set_threads(threads);
+                float *y = frand(&r, ny, 5, 6), *rs = frand(&r, RT, 5, 6), *dx = frand(&r, nt, 5, 6);
+                be->rmsnorm_t_fwd(be, y, rs, xT, res, B, T, Tp, D, 1e-5f);
+                be->rmsnorm_t_bwd(be, dx, dy, y, rs, B, T, Tp, D);
+                ck_assert_msg(memcmp(y, yc, ny * sizeof(float)) == 0, "rmsnorm_t y, case %d res %d", k, use_res);
+                ck_assert_msg(memcmp(rs, rc, RT * sizeof(float)) == 0, "rmsnorm_t rstd, case %d", k);
+                ck_assert_msg(memcmp(dx, dxc, nt * sizeof(float)) == 0, "rmsnorm_t dxT, case %d res %d", k, use_res);
+                free(y), free(rs), free(dx);
+            }
+            set_threads(2);
+            float *bufs[] = {xT, res, dy, yT, gT, rc, yc, dxc};
+            for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
+        }
+    be->destroy(be);
+}
+END_TEST
+
 /* ---- SwiGLU ---------------------------------------------------------------------------------- */
 
 static void ref_swiglu(const double *gu, int rows, int I, double *out) {
@@ -564,14 +607,6 @@ START_TEST(test_swiglu) {
 END_TEST
 
 /* ---- the fused gate/up + SwiGLU passes -------------------------------------------------------- */
-
-static void set_threads(int n) {
-#ifdef _OPENMP
-    omp_set_num_threads(n);
-#else
-    (void)n;
-#endif
-}
 
 static float *fnan(size_t n) {
     float *p = malloc((n ? n : 1) * sizeof(float));
@@ -1522,6 +1557,7 @@ static Suite *backend_cpu_suite(void) {
     tcase_add_test(tc, test_gemm_amx);
     tcase_add_test(tc, test_add_axpy_transpose);
     tcase_add_test(tc, test_rmsnorm);
+    tcase_add_test(tc, test_rmsnorm_t);
     tcase_add_test(tc, test_swiglu);
     tcase_add_test(tc, test_gate_up_swiglu);
     tcase_add_test(tc, test_rope);

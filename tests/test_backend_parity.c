@@ -584,6 +584,81 @@ START_TEST(test_rmsnorm) {
 }
 END_TEST
 
+/* mlp_t's norm over T for B samples of (T, D): xT and resT (B, D, Tp), dy (B, T, D); y (B, T, D),
+ * rstd (B·D) and dxT (B, D, Tp) from the backward of the forward's own y. fused: the
+ * rmsnorm_t pair, else rmsnorm on the rows between transposes. */
+static void run_rms_t(trm_backend *b, int fused, float *y, float *rstd, float *dxT, const float *xT,
+                      const float *resT, const float *dy, int B, int T, int Tp, int D) {
+    dmem m = {.b = b};
+    size_t nt = (size_t)B * D * Tp, ny = (size_t)B * T * D, RT = (size_t)B * D;
+    void *dY = nan_act(&m, ny), *dX = nan_act(&m, nt), *dx = upa(&m, xT, nt), *dres = upa(&m, resT, nt);
+    void *ddy = upa(&m, dy, ny);
+    float *dR = nan_buf(&m, RT);
+    if (fused) {
+        b->rmsnorm_t_fwd(b, dY, dR, dx, dres, B, T, Tp, D, 1e-5f);
+        b->rmsnorm_t_bwd(b, dX, ddy, dY, dR, B, T, Tp, D);
+    } else {
+        void *yT = nan_act(&m, nt), *gT = nan_act(&m, nt);
+        b->rmsnorm_fwd(b, yT, dR, dx, dres, (int)RT, T, Tp, 1e-5f);
+        b->transpose(b, dY, D, yT, Tp, B, D, T);
+        b->transpose(b, gT, Tp, ddy, D, B, T, D);
+        b->rmsnorm_bwd(b, dX, gT, yT, dR, (int)RT, T, Tp);
+    }
+    downa(&m, y, dY, ny);
+    down(&m, rstd, dR, RT * sizeof(float));
+    downa(&m, dxT, dX, nt);
+    dm_free(&m);
+}
+
+/* {B, T, D, Tp − T, residual}: Sudoku's token norm (97 of 104); channels not a multiple of a
+ * block's tile; two positions; T past the shared-memory tiles (the warp-a-row kernels); no
+ * residual; odd channels and rows (the pairs do not line up: the warp-a-row kernels) */
+static void rmsnorm_t_cases(pair *p, int bf16) {
+    tr_rng r = {41};
+    int dims[][5] = {{3, 97, 512, 7, 1}, {2, 30, 70, 2, 1}, {2, 2, 6, 6, 1}, {2, 1600, 24, 0, 1}, {4, 33, 40, 3, 0},
+                     {3, 33, 21, 0, 1}};
+    for (int k = 0; k < (int)(sizeof dims / sizeof dims[0]); k++) {
+        int B = dims[k][0], T = dims[k][1], D = dims[k][2], Tp = T + dims[k][3];
+        size_t nt = (size_t)B * D * Tp, ny = (size_t)B * T * D, RT = (size_t)B * D;
+        float *xT = frand(&r, nt, -2, 2), *res = dims[k][4] ? frand(&r, nt, -2, 2) : NULL;
+        float *dy = frand(&r, ny, -1, 1);
+        if (bf16) round_bf16(xT, nt), round_bf16(res, nt), round_bf16(dy, ny);
+        float *y[3], *rs[3], *dx[3];
+        for (int i = 0; i < 3; i++)
+            y[i] = malloc(ny * sizeof(float)), rs[i] = malloc(RT * sizeof(float)), dx[i] = malloc(nt * sizeof(float));
+        run_rms_t(p->ref, 0, y[0], rs[0], dx[0], xT, res, dy, B, T, Tp, D);
+        run_rms_t(p->dev, 1, y[1], rs[1], dx[1], xT, res, dy, B, T, Tp, D);
+        run_rms_t(p->dev, 0, y[2], rs[2], dx[2], xT, res, dy, B, T, Tp, D);
+        char what[80];
+        snprintf(what, sizeof what, "rmsnorm_t B=%d T=%d D=%d Tp=%d res=%d", B, T, D, Tp, dims[k][4]);
+        double tol = bf16 ? TOL_ACT16 : TOL;
+        expect_rel(what, y[1], y[0], ny, tol);
+        expect_rel(what, rs[1], rs[0], RT, tol);
+        expect_rel(what, dx[1], dx[0], nt, bf16 ? 2 * TOL_ACT16 : TOL);
+        /* against the device's own composition: the same values but for the sums' order */
+        snprintf(what, sizeof what, "rmsnorm_t B=%d T=%d D=%d (the device's ops)", B, T, D);
+        expect_rel(what, y[1], y[2], ny, bf16 ? 8e-3 : TOL);
+        expect_rel(what, rs[1], rs[2], RT, TOL);
+        expect_rel(what, dx[1], dx[2], nt, bf16 ? 8e-3 : TOL);
+        for (size_t i = 0; i < RT; i++)
+            for (int t = T; t < Tp; t++) ck_assert_msg(dx[1][i * Tp + t] == 0, "%s: pad not zero", what);
+        free(xT), free(res), free(dy);
+        for (int i = 0; i < 3; i++) free(y[i]), free(rs[i]), free(dx[i]);
+    }
+}
+
+START_TEST(test_rmsnorm_t) {
+    pair p = open_pair();
+    if (!p.dev->rmsnorm_t_fwd)
+        printf("test_backend_parity: %s has no fused mlp_t norm\n", p.dev->name);
+    else {
+        rmsnorm_t_cases(&p, 0);
+        if (bf16_acts(&p)) rmsnorm_t_cases(&p, 1);
+    }
+    close_pair(&p);
+}
+END_TEST
+
 /* out from the forward; out2 recomputed by the backward (must equal out) */
 static void run_swiglu(trm_backend *b, float *out, float *out2, float *dgu, const float *gu, const float *dout,
                        int rows, int I) {
@@ -795,6 +870,78 @@ START_TEST(test_attention_bf16) {
     const int dims[][4] = {{2, 97, 4, 64}, {1, 916, 2, 64}, {3, 64, 1, 64}, {2, 65, 2, 64}, {2, 1, 3, 64},
                            {3, 37, 2, 16}, {2, 216, 2, 64}, {1, 129, 2, 64}, {2, 192, 1, 64}};
     attention_cases(1, dims, 9, TOL_BF16, TOL_BF16);
+}
+END_TEST
+
+static int expect_hopper(void);
+
+/* rope_fwd then attention_fwd on b, or attention_fwd_rope where fused (its return value; 1 for
+ * the composition): out, lse, and qkv as the call leaves it */
+static int run_att_rope(trm_backend *b, int fused, int keep, float *out, float *lse, float *qkv_after,
+                        const float *qkv, const float *cs, const float *sn, int B, int T, int H) {
+    dmem m = {.b = b};
+    size_t nq = (size_t)B * T * 3 * H * 64, no = (size_t)B * T * H * 64, nl = (size_t)B * H * T;
+    void *dq = upa(&m, qkv, nq), *dO = nan_act(&m, no);
+    float *dL = nan_buf(&m, nl), *dc = up(&m, cs, (size_t)T * 64 * sizeof(float));
+    float *ds = up(&m, sn, (size_t)T * 64 * sizeof(float));
+    int done = 1;
+    if (fused)
+        done = b->attention_fwd_rope(b, dO, dL, dq, dc, ds, B, T, H, 64, keep);
+    else {
+        b->rope_fwd(b, dq, dc, ds, B, T, H, 64);
+        b->attention_fwd(b, dO, dL, dq, B, T, H, 64);
+    }
+    downa(&m, out, dO, no);
+    down(&m, lse, dL, nl * sizeof(float));
+    downa(&m, qkv_after, dq, nq);
+    dm_free(&m);
+    return done;
+}
+
+/* The fused forward against the device's own rope_fwd then attention_fwd (the same bits: q and k
+ * rotated by the same steps, the same kernel after) and against cpu's (bf16's tolerance); keep
+ * leaves q and k rotated as rope_fwd does; where the op declines (keep with a head's rows over
+ * several blocks) it writes nothing. {B, T, H}: Sudoku's T; maze's (15 key tiles, 8 blocks a
+ * head); one tile; one block and a row past it; one position. */
+START_TEST(test_attention_fwd_rope) {
+    pair p = open_pair();
+    if (!p.dev->attention_fwd_rope || !bf16_acts(&p)) {
+        printf("test_backend_parity: %s has no fused RoPE attention forward\n", p.dev->name);
+        close_pair(&p);
+        return;
+    }
+    tr_rng r = {47};
+    int dims[][3] = {{2, 97, 4}, {1, 916, 2}, {3, 64, 1}, {2, 129, 2}, {2, 1, 3}};
+    for (int k = 0; k < (int)(sizeof dims / sizeof dims[0]); k++) {
+        int B = dims[k][0], T = dims[k][1], H = dims[k][2];
+        size_t nq = (size_t)B * T * 3 * H * 64, no = (size_t)B * T * H * 64, nl = (size_t)B * H * T;
+        float *qkv = frand(&r, nq, -1, 1), *cs = frand(&r, (size_t)T * 64, -1, 1), *sn = frand(&r, (size_t)T * 64, -1, 1);
+        round_bf16(qkv, nq);
+        float *o[3], *l[3], *q[3];
+        for (int i = 0; i < 3; i++)
+            o[i] = malloc(no * sizeof(float)), l[i] = malloc(nl * sizeof(float)), q[i] = malloc(nq * sizeof(float));
+        run_att_rope(p.ref, 0, 1, o[0], l[0], q[0], qkv, cs, sn, B, T, H);
+        run_att_rope(p.dev, 0, 1, o[1], l[1], q[1], qkv, cs, sn, B, T, H);
+        for (int keep = 0; keep < 2; keep++) {
+            char what[96];
+            snprintf(what, sizeof what, "attention_fwd_rope B=%d T=%d H=%d keep=%d", B, T, H, keep);
+            int done = run_att_rope(p.dev, 1, keep, o[2], l[2], q[2], qkv, cs, sn, B, T, H);
+            ck_assert_msg(done || (keep && T > 128) || !expect_hopper(), "%s: not taken", what);
+            if (!done) {
+                for (size_t i = 0; i < no; i++) ck_assert_msg(isnan(o[2][i]), "%s: declined but wrote out", what);
+                ck_assert_msg(memcmp(q[2], qkv, nq * sizeof(float)) == 0, "%s: declined but wrote qkv", what);
+                continue;
+            }
+            expect_rel(what, o[2], o[1], no, 0);
+            expect_rel(what, l[2], l[1], nl, 0);
+            expect_rel(what, o[2], o[0], no, TOL_BF16);
+            expect_rel(what, l[2], l[0], nl, TOL_BF16);
+            if (keep) expect_rel(what, q[2], q[1], nq, 0);
+        }
+        free(qkv), free(cs), free(sn);
+        for (int i = 0; i < 3; i++) free(o[i]), free(l[i]), free(q[i]);
+    }
+    close_pair(&p);
 }
 END_TEST
 
@@ -1653,6 +1800,12 @@ static Suite *parity_suite(void) {
     tcase_add_test(t16, test_gate_up_swiglu_bwd);
     tcase_add_test(t16, test_token_mlp_fwd);
     suite_add_tcase(s, t16);
+    /* fused passes newer than the rest: a case of their own, which CK_RUN_CASE can pick */
+    TCase *tn = tcase_create("fused passes");
+    tcase_set_timeout(tn, 300);
+    tcase_add_test(tn, test_rmsnorm_t);
+    tcase_add_test(tn, test_attention_fwd_rope);
+    suite_add_tcase(s, tn);
     return s;
 }
 

@@ -136,6 +136,10 @@ void cpu_rmsnorm_fwd(trm_backend *be, void *yv, float *rstd, const void *xv,
                      const void *resv, int rows, int dim, int ld, float eps);
 void cpu_rmsnorm_bwd(trm_backend *be, void *dxv, const void *dyv, const void *yv,
                      const float *rstd, int rows, int dim, int ld);
+void cpu_rmsnorm_t_fwd(trm_backend *be, void *yv, float *rstd, const void *xv, const void *resv, int B, int T,
+                       int Tp, int D, float eps);
+void cpu_rmsnorm_t_bwd(trm_backend *be, void *dxv, const void *dyv, const void *yv, const float *rstd, int B,
+                       int T, int Tp, int D);
 
 /* swiglu.c */
 void cpu_swiglu_fwd(trm_backend *be, void *outv, const void *guv, int rows, int I);

@@ -1,12 +1,14 @@
 /* rmsnorm.c — RMSNorm with the residual add fused in (y = rms(x + res)) and its backward, row
- * by row over the first `dim` elements of rows `ld` apart (pads written as zeros). */
+ * by row over the first `dim` elements of rows `ld` apart (pads written as zeros); and mlp_t's
+ * norm over T with the transposes around it (rmsnorm_t_fwd/_bwd), row by row the same sums. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "cpu.h"
 
 /* PyTorch squares in float and takes the mean with wide accumulation, then adds eps and
  * takes rsqrt in float. y may alias x or res: each element is read before it is written. */
-static void rms_row(float *y, float *rstd, const float *x, const float *res, int dim, float eps) {
+static float rms_scale(const float *x, const float *res, int dim, float eps) {
     double ss = 0.0;
     if (res) {
 #pragma omp simd reduction(+ : ss)
@@ -19,7 +21,11 @@ static void rms_row(float *y, float *rstd, const float *x, const float *res, int
         for (int d = 0; d < dim; d++) ss += (double)(x[d] * x[d]);
     }
     float var = (float)(ss / dim);
-    float r = 1.0f / sqrtf(var + eps);
+    return 1.0f / sqrtf(var + eps);
+}
+
+static void rms_row(float *y, float *rstd, const float *x, const float *res, int dim, float eps) {
+    float r = rms_scale(x, res, dim, eps);
     if (rstd) *rstd = r;
     if (res)
         for (int d = 0; d < dim; d++) y[d] = (x[d] + res[d]) * r;
@@ -40,6 +46,16 @@ void cpu_rmsnorm_fwd(trm_backend *be, void *yv, float *rstd, const void *xv,
     }
 }
 
+/* one row of the backward: dim values, then ld − dim zeros */
+static void rms_bwd_row(float *dxr, const float *dyr, const float *yr, float s, int dim, int ld) {
+    double dot = 0.0;
+#pragma omp simd reduction(+ : dot)
+    for (int d = 0; d < dim; d++) dot += (double)dyr[d] * yr[d];
+    float mean = (float)(dot / dim);
+    for (int d = 0; d < dim; d++) dxr[d] = s * (dyr[d] - yr[d] * mean);
+    for (int d = dim; d < ld; d++) dxr[d] = 0.0f;
+}
+
 void cpu_rmsnorm_bwd(trm_backend *be, void *dxv, const void *dyv, const void *yv,
                      const float *rstd, int rows, int dim, int ld) {
     float *dx = dxv;
@@ -48,13 +64,48 @@ void cpu_rmsnorm_bwd(trm_backend *be, void *dxv, const void *dyv, const void *yv
 #pragma omp parallel for schedule(guided) if ((size_t)rows * dim >= PAR_MIN)
     for (int r = 0; r < rows; r++) {
         size_t o = (size_t)r * ld;
-        const float *dyr = dy + o, *yr = y + o;
-        float *dxr = dx + o;
-        double dot = 0.0;
-#pragma omp simd reduction(+ : dot)
-        for (int d = 0; d < dim; d++) dot += (double)dyr[d] * yr[d];
-        float mean = (float)(dot / dim), s = rstd[r];
-        for (int d = 0; d < dim; d++) dxr[d] = s * (dyr[d] - yr[d] * mean);
-        for (int d = dim; d < ld; d++) dxr[d] = 0.0f;
+        rms_bwd_row(dx + o, dy + o, y + o, rstd[r], dim, ld);
+    }
+}
+
+/* A sample a thread: its (T, D) block of y stays in that core's cache while the channel rows
+ * are read in turn. Each row's sum is rms_row's, so the bits are those of the rows then a
+ * transpose. */
+void cpu_rmsnorm_t_fwd(trm_backend *be, void *yv, float *rstd, const void *xv, const void *resv, int B, int T,
+                       int Tp, int D, float eps) {
+    float *y = yv;
+    const float *x = xv, *res = resv;
+    if (T <= 0) return;
+#pragma omp parallel for schedule(static) if ((size_t)B * D * T >= PAR_MIN)
+    for (int b = 0; b < B; b++)
+        for (int d = 0; d < D; d++) {
+            size_t r = (size_t)b * D + d, o = r * Tp;
+            const float *xr = x + o, *rr = res ? res + o : NULL;
+            float s = rms_scale(xr, rr, T, eps);
+            if (rstd) rstd[r] = s;
+            float *yc = y + (size_t)b * T * D + d;
+            for (int t = 0; t < T; t++) yc[(size_t)t * D] = (rr ? xr[t] + rr[t] : xr[t]) * s;
+        }
+}
+
+/* The columns of dy and y are gathered into rows first, so that the sums are rms_bwd_row's on
+ * contiguous values: the bits of a transpose then rmsnorm_bwd. */
+void cpu_rmsnorm_t_bwd(trm_backend *be, void *dxv, const void *dyv, const void *yv, const float *rstd, int B,
+                       int T, int Tp, int D) {
+    float *dx = dxv;
+    const float *dy = dyv, *y = yv;
+    if (T <= 0) return;
+#pragma omp parallel if ((size_t)B * D * T >= PAR_MIN)
+    {
+        float *col = xmalloc(2 * (size_t)T * sizeof(float));
+#pragma omp for schedule(static)
+        for (int b = 0; b < B; b++) {
+            for (int d = 0; d < D; d++) {
+                size_t r = (size_t)b * D + d, c = (size_t)b * T * D + d;
+                for (int t = 0; t < T; t++) col[t] = dy[c + (size_t)t * D], col[T + t] = y[c + (size_t)t * D];
+                rms_bwd_row(dx + r * Tp, col, col + T, rstd[r], T, Tp);
+            }
+        }
+        free(col);
     }
 }

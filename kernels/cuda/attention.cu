@@ -392,12 +392,54 @@ __device__ __forceinline__ void fw_mma(float d[8][4], const uint32_t (&a)[KS][4]
 }
 #endif
 
+#if defined(TRM_WGMMA)
+/* RoPE on the forward's operands as they arrive (ROPE = 1; 2 also writes the rotated q and k
+ * back over qkv's, for the backward, where one block holds a head's every row). A row's pair
+ * (c, c + 32) for 8 c at once: two 16-byte chunks of the row in shared memory, rotated as
+ * rope_fwd rotates them (the same fp32 steps, one rounding to bf16), written back in place and,
+ * with g, to the row in memory. */
+__device__ __forceinline__ void fw_rope8(bf16 *lo, bf16 *hi, int p, int c0, const float *cs, const float *sn,
+                                         bf16 *g) {
+    float a[8], b[8], c[8], ch[8], s[8], sh[8];
+    ld16(a, lo), ld16(b, hi);
+    const float *cp = cs + (size_t)p * FA_D + c0, *sp = sn + (size_t)p * FA_D + c0;
+    ld_f8(c, cp), ld_f8(ch, cp + 32), ld_f8(s, sp), ld_f8(sh, sp + 32);
+#pragma unroll
+    for (int e = 0; e < 8; e++) rope_pair(a[e], b[e], c[e], ch[e], s[e], sh[e], 0);
+    st16(lo, a), st16(hi, b);
+    if (g) st16(g + c0, a), st16(g + c0 + 32, b);
+}
+/* the block's query rows (padded tile) and K tile it (swizzled, stage it % FW_NS), rotated; the
+ * K tile then fenced for the tensor cores and the block synchronised. Rows past T stay zero. */
+template <int WG, int ROPE>
+__device__ __forceinline__ void fw_rope_stage(bf16 *sQ, bf16 *sKV, bf16 *Q, bf16 *K, size_t ld, int q0, int it,
+                                              int T, const float *cs, const float *sn) {
+    if (it == 0)
+        for (int i = threadIdx.x; i < 64 * WG * 4; i += 128 * WG) {
+            int r = i >> 2, j = i & 3, p = q0 + r;
+            bf16 *row = sQ + r * FA_LD;
+            if (p < T) fw_rope8(row + 8 * j, row + 8 * j + 32, p, 8 * j, cs, sn, ROPE == 2 ? Q + p * ld : nullptr);
+        }
+    bf16 *tile = sKV + (it % FW_NS) * 2 * FW_TILE;
+    for (int i = threadIdx.x; i < FA_T * 4; i += 128 * WG) {
+        int r = i >> 2, j = i & 3, p = it * FA_T + r;
+        bf16 *row = tile + r * FA_D;
+        if (p < T)
+            fw_rope8(row + ((j ^ (r & 7)) << 3), row + (((j + 4) ^ (r & 7)) << 3), p, 8 * j, cs, sn,
+                     ROPE == 2 ? K + p * ld : nullptr);
+    }
+    fence_async_smem();
+    __syncthreads();
+}
+#endif
+
 /* A warpgroup wholly past T (the last of a block where 1 <= T mod 64·WG <= 64: T = 916) only
  * copies and meets the barriers; one partly past T computes on the zero rows too (a branch
  * around the products would make the compiler serialise every wgmma). */
-template <int WG>
+template <int WG, int ROPE = 0>
 __global__ void __launch_bounds__(128 * WG) flash_fwd_wg_kernel(bf16 *out, float *lse, const bf16 *q16, int T, int H,
-                                                                   float sl2) {
+                                                                   float sl2, const float *cs = nullptr,
+                                                                   const float *sn = nullptr) {
 #if defined(TRM_WGMMA)
     extern __shared__ unsigned char fw_raw[];
     bf16 *sKV = (bf16 *)(((uintptr_t)fw_raw + 1023) & ~(uintptr_t)1023); /* swizzle atoms are 1 KiB aligned */
@@ -406,7 +448,8 @@ __global__ void __launch_bounds__(128 * WG) flash_fwd_wg_kernel(bf16 *out, float
     int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
     int q0 = blockIdx.x * 64 * WG, qw = q0 + wg * 64;
     size_t ld = (size_t)3 * H * FA_D;
-    const bf16 *Q = q16 + (size_t)b * T * ld + h * FA_D, *K = Q + H * FA_D, *V = Q + 2 * H * FA_D;
+    /* written only with ROPE = 2, where this block is the one reader of the head's q and k */
+    bf16 *Q = const_cast<bf16 *>(q16) + (size_t)b * T * ld + h * FA_D, *K = Q + H * FA_D, *V = Q + 2 * H * FA_D;
     int n = (T + FA_T - 1) / FA_T;
     fa_fetch(sQ, Q, ld, q0, 64 * WG, T);
     fw_fetch(sKV, K, ld, 0, T);
@@ -418,10 +461,14 @@ __global__ void __launch_bounds__(128 * WG) flash_fwd_wg_kernel(bf16 *out, float
     uint32_t qa[4][4], p[4][4];
     fa_zero(o);
     if (qw >= T) {
-        for (int it = 0; it < n; it++) kv_next<FA_T>(sKV, K, V, ld, it, n, T);
+        for (int it = 0; it < n; it++) {
+            kv_next<FA_T>(sKV, K, V, ld, it, n, T);
+            if (ROPE) fw_rope_stage<WG, ROPE>(sQ, sKV, Q, K, ld, q0, it, T, cs, sn);
+        }
         return;
     }
     kv_next<FA_T>(sKV, K, V, ld, 0, n, T);
+    if (ROPE) fw_rope_stage<WG, ROPE>(sQ, sKV, Q, K, ld, q0, 0, T, cs, sn);
     fa_afrag(qa, sQ, wg * 64 + w * 16);
     uint64_t dk[4], dv[4];
     fw_descs(dk, sKV, 0);
@@ -436,6 +483,7 @@ __global__ void __launch_bounds__(128 * WG) flash_fwd_wg_kernel(bf16 *out, float
     c_to_a(s, p);
     for (int it = 1; it < n; it++) {
         kv_next<FA_T>(sKV, K, V, ld, it, n, T);
+        if (ROPE) fw_rope_stage<WG, ROPE>(sQ, sKV, Q, K, ld, q0, it, T, cs, sn);
         fw_descs(dk, sKV + (it % FW_NS) * 2 * FW_TILE, 0);
         fw_descs(dv, sKV + ((it - 1) % FW_NS) * 2 * FW_TILE + FW_TILE, 1);
         wg_fence_f(o);
@@ -1108,7 +1156,8 @@ int k_flash_wgmma(void) {
     if (smem_limit(flash_fwd_wg_kernel<FW_WG>, FW_SMEM(FW_WG)) && smem_limit(flash_bwd_q_wg_kernel<FW_WG>, FQ_SMEM(FW_WG)) &&
         smem_limit(flash_bwd_kv_wg_kernel<2, 0>, FK_SMEM(2, 0)) && smem_limit(flash_bwd_kv_wg_kernel<3, 0>, FK_SMEM(3, 0)) &&
         smem_limit(flash_bwd_kv_wg_kernel<2, 1>, FK_SMEM(2, 1)) && smem_limit(flash_bwd_kv_wg_kernel<3, 1>, FK_SMEM(3, 1)) &&
-        smem_limit(flash_bwd_kv_wg_kernel<2, 2>, FK_SMEM(2, 2)) && smem_limit(flash_bwd_kv_wg_kernel<3, 2>, FK_SMEM(3, 2)))
+        smem_limit(flash_bwd_kv_wg_kernel<2, 2>, FK_SMEM(2, 2)) && smem_limit(flash_bwd_kv_wg_kernel<3, 2>, FK_SMEM(3, 2)) &&
+        smem_limit(flash_fwd_wg_kernel<FW_WG, 1>, FW_SMEM(FW_WG)) && smem_limit(flash_fwd_wg_kernel<FW_WG, 2>, FW_SMEM(FW_WG)))
         return 1;
     cudaGetLastError(); /* fall back to mma.sync without leaving the error queued */
     return 0;
@@ -1126,6 +1175,20 @@ void k_flash_fwd(cudaStream_t st, int wgmma, void *out, float *lse, const void *
     int rows = FA_FWD_WARPS * 16 * FA_MT;
     dim3 grid((unsigned)((T + rows - 1) / rows), (unsigned)H, (unsigned)B);
     flash_fwd_kernel<<<grid, 32 * FA_FWD_WARPS, 0, st>>>((bf16 *)out, lse, (const bf16 *)qkv, T, H, LOG2E / sqrtf((float)FA_D));
+}
+
+int k_flash_fwd_rope(cudaStream_t st, int wgmma, void *out, float *lse, void *qkv, int B, int T, int H,
+                     const float *cs, const float *sn, int keep) {
+    if (!wgmma || (keep && T > 64 * FW_WG)) return 0;
+    dim3 grid = wg_grid(T, FW_WG, H, B);
+    float sl2 = LOG2E / sqrtf((float)FA_D);
+    if (keep)
+        flash_fwd_wg_kernel<FW_WG, 2><<<grid, 128 * FW_WG, FW_SMEM(FW_WG), st>>>((bf16 *)out, lse, (const bf16 *)qkv,
+                                                                              T, H, sl2, cs, sn);
+    else
+        flash_fwd_wg_kernel<FW_WG, 1><<<grid, 128 * FW_WG, FW_SMEM(FW_WG), st>>>((bf16 *)out, lse, (const bf16 *)qkv,
+                                                                              T, H, sl2, cs, sn);
+    return 1;
 }
 
 int k_flash_bwd(cudaStream_t st, int wgmma, int one_pass, void *dqkv, float *dqacc, const void *dout,

@@ -375,6 +375,14 @@ static int cuda_gate_up_swiglu_bwd(trm_backend *b, void *dgu, void *act, const v
     if (DT(b) != TRM_BF16 || wdt != TRM_BF16) return 0;
     return k_gate_up_swiglu_bwd(ST(b), CTX(b)->gate_up_tma, dgu, act, dact, x, ldx, W, ldw, rows, I, K);
 }
+static void cuda_rmsnorm_t_fwd(trm_backend *b, void *y, float *rstd, const void *xT, const void *resT, int B, int T,
+                               int Tp, int D, float eps) {
+    k_rmsnorm_t_fwd(ST(b), DT(b), y, rstd, xT, resT, B, T, Tp, D, eps);
+}
+static void cuda_rmsnorm_t_bwd(trm_backend *b, void *dxT, const void *dy, const void *y, const float *rstd, int B,
+                               int T, int Tp, int D) {
+    k_rmsnorm_t_bwd(ST(b), DT(b), dxT, dy, y, rstd, B, T, Tp, D);
+}
 static int cuda_token_mlp_fwd(trm_backend *b, void *y, float *rstd, const void *x, const void *Wgu, int ldgu,
                               const void *Wdn, int lddn, int wdt, int B, int T, int Tp, int D, int It, float eps) {
     if (DT(b) != TRM_BF16 || wdt != TRM_BF16) return 0;
@@ -422,6 +430,12 @@ static void cuda_attention_fwd(trm_backend *b, void *out, float *lse, const void
         cuda_gemm(b, faa, 0, 0, T, hd, T, 1.0f, S, T, TT, q + (2 * H + h) * hd * e, ld, sq, 0.0f,
                   (char *)out + h * hd * e, ldo, so, B);
     }
+}
+
+static int cuda_attention_fwd_rope(trm_backend *b, void *out, float *lse, void *qkv, const float *cs, const float *sn,
+                                   int B, int T, int H, int hd, int keep) {
+    if (B <= 0 || T <= 0 || H <= 0 || DT(b) != TRM_BF16 || !k_flash_ok(qkv, out, hd)) return 0;
+    return k_flash_fwd_rope(ST(b), CTX(b)->wgmma, out, lse, qkv, B, T, H, cs, sn, keep);
 }
 
 /* The attention backward; with rotary tables (rc, rs) the rotation's transpose of dq and dk too,
@@ -655,5 +669,12 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     if (!env_flag("TRM_ATT_BWD_ROPE", 1)) b->attention_bwd_rope = NULL;
     /* TRM_TOKEN_MLP=0: mlp_t's unsaved token mixers through the separate ops (for measuring) */
     if (!env_flag("TRM_TOKEN_MLP", 1)) b->token_mlp_fwd = NULL;
+    /* TRM_ATT_FWD_ROPE=0: RoPE as its own pass before the attention forward (for measuring) */
+    if (!env_flag("TRM_ATT_FWD_ROPE", 1)) b->attention_fwd_rope = NULL;
+    /* TRM_NORM_T=0: mlp_t's norm over T between two transposes (for measuring) */
+    if (!env_flag("TRM_NORM_T", 1)) {
+        b->rmsnorm_t_fwd = NULL;
+        b->rmsnorm_t_bwd = NULL;
+    }
     return b;
 }

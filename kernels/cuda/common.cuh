@@ -147,6 +147,11 @@ void k_rmsnorm_fwd(cudaStream_t st, int dt, void *y, float *rstd, const void *x,
                    int ld, float eps);
 void k_rmsnorm_bwd(cudaStream_t st, int dt, void *dx, const void *dy, const void *y, const float *rstd, int rows,
                    int dim, int ld);
+/* mlp_t's norm over T with its transposes (backend.h: rmsnorm_t_fwd, rmsnorm_t_bwd) */
+void k_rmsnorm_t_fwd(cudaStream_t st, int dt, void *y, float *rstd, const void *x, const void *res, int B, int Tn,
+                     int Tp, int D, float eps);
+void k_rmsnorm_t_bwd(cudaStream_t st, int dt, void *dx, const void *dy, const void *y, const float *rstd, int B,
+                     int Tn, int Tp, int D);
 void k_swiglu_fwd(cudaStream_t st, int dt, void *out, const void *gu, int rows, int I);
 void k_swiglu_bwd(cudaStream_t st, int dt, void *dgu, void *out, const void *dout, const void *gu, int rows, int I);
 /* act = SwiGLU(x·Wᵀ) (gu = x·Wᵀ too unless NULL), all bf16: given tma_encode = k_gate_up_wgmma()
@@ -174,6 +179,11 @@ void k_att_ds(cudaStream_t st, float *dP, const float *P, const float *dr, int B
 int k_flash_ok(const void *a, const void *b, int hd);
 int k_flash_wgmma(void); /* 1: the device and this build run the sm_90a (wgmma) attention kernels */
 void k_flash_fwd(cudaStream_t st, int wgmma, void *out, float *lse, const void *qkv, int B, int T, int H);
+/* the Hopper forward with RoPE applied to q and k as they arrive (backend.h: attention_fwd_rope);
+ * with keep, the rotated q and k written back over qkv's, which needs one block a head (T ≤ 128).
+ * 0, nothing done, where it does not run (mma.sync, or keep with a longer T). */
+int k_flash_fwd_rope(cudaStream_t st, int wgmma, void *out, float *lse, void *qkv, int B, int T, int H,
+                     const float *cs, const float *sn, int keep);
 /* one_pass (wgmma only; else the deterministic two passes): dqacc is a zeroed buffer of
  * k_flash_dq_bytes through which the backward sums dQ, or NULL where that is 0 (one block holds
  * every key of a head and writes its dQ itself) */

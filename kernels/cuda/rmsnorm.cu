@@ -5,7 +5,7 @@
  * fp32 or 1024 bf16 values with L = 32) are held in registers and read once; longer or
  * unaligned rows are re-read element by element from L1/L2 by a whole warp. Sums are fp32; in
  * bf16 the residual sum is rounded to bf16 before the norm, as the reference adds two bf16
- * tensors. */
+ * tensors. At the end, mlp_t's norm over T with the transposes around it in the same pass. */
 #include <type_traits>
 
 #include "common.cuh"
@@ -193,4 +193,188 @@ void k_rmsnorm_bwd(cudaStream_t st, int dt, void *dx, const void *dy, const void
     ACT_DISPATCH(dt, rms_launch(st, vec_lanes<T>(ld, dx, dy, y), rows,
                                 [](auto lc) { return rmsnorm_bwd_vec<T, decltype(lc)::value>; }, rmsnorm_bwd_any<T>,
                                 (T *)dx, (const T *)dy, (const T *)y, rstd, rows, dim, ld));
+}
+
+/* ---- mlp_t's norm over T with its transposes (rmsnorm_t_fwd / rmsnorm_t_bwd) -------------
+ * A block takes C channels of one sample. Their (B, D, Tp) rows are one contiguous stretch of
+ * memory, and the (B, T, D) side holds C·esz contiguous bytes a position, so both sides move
+ * as pairs of elements, a warp's accesses along one contiguous run. The (C × T) tile sits in
+ * shared memory as channel rows SP elements apart, SP ≡ 2 (mod 4): the threads of a warp, one
+ * channel pair each at one position, fall on distinct banks (two-way for bf16). Each row's sum
+ * is a warp's over the tile (lanes along t). */
+#define RT_THREADS 256
+
+/* element pairs: bf16 as one 4-byte word, fp32 as 8 bytes */
+__device__ __forceinline__ float2 ld2(const bf16 *p) {
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p));
+}
+__device__ __forceinline__ float2 ld2(const float *p) { return *reinterpret_cast<const float2 *>(p); }
+__device__ __forceinline__ void st2(bf16 *p, float a, float b) {
+    *reinterpret_cast<__nv_bfloat162 *>(p) = __floats2bfloat162_rn(a, b);
+}
+__device__ __forceinline__ void st2(float *p, float a, float b) { *reinterpret_cast<float2 *>(p) = make_float2(a, b); }
+
+/* the tile's row pitch in elements: even, half of it odd */
+static int rt_pitch(int Tp) { return (Tp + 2) / 4 * 4 + 2; }
+
+/* y (B, T, D) = (rms(xT + resT))ᵀ. A: the C rows in, their residual sums rounded to T as the
+ * row kernel rounds them; B: a warp a row, its rstd; C: the tile out along D, scaled. */
+template <typename T>
+__global__ void __launch_bounds__(RT_THREADS) rmsnorm_t_fwd_tile(T *y, float *rstd, const T *x, const T *res, int B,
+                                                                 int Tn, int Tp, int D, int C, int SP, float eps) {
+    extern __shared__ __align__(16) unsigned char rt_raw[];
+    T *sm = (T *)rt_raw;
+    float *sc = (float *)(rt_raw + (size_t)C * SP * sizeof(T));
+    int c0 = blockIdx.x * C, cn = min(C, D - c0), lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int hp = Tp / 2, half = C / 2;
+    for (int b = blockIdx.y; b < B; b += gridDim.y) {
+        size_t o = ((size_t)b * D + c0) * Tp;
+#pragma unroll 4
+        for (int i = threadIdx.x; i < cn * hp; i += RT_THREADS) {
+            int c = i / hp, t = 2 * (i - c * hp);
+            float2 v = ld2(x + o + (size_t)c * Tp + t);
+            if (res) {
+                float2 r = ld2(res + o + (size_t)c * Tp + t);
+                v.x = to_f(from_f<T>(v.x + r.x)), v.y = to_f(from_f<T>(v.y + r.y));
+            }
+            st2(sm + c * SP + t, v.x, v.y);
+        }
+        __syncthreads();
+        for (int c = warp; c < cn; c += RT_THREADS / 32) {
+            float ss = 0.f;
+            for (int t = lane; t < Tn; t += 32) {
+                float v = to_f(sm[c * SP + t]);
+                ss += v * v;
+            }
+            float s = rsqrtf(warp_sum(ss) / Tn + eps);
+            if (lane == 0) {
+                sc[c] = s;
+                if (rstd) rstd[(size_t)b * D + c0 + c] = s;
+            }
+        }
+        __syncthreads();
+#pragma unroll 4
+        for (int i = threadIdx.x; i < Tn * half; i += RT_THREADS) {
+            int t = i / half, c = 2 * (i - t * half);
+            if (c < cn)
+                st2(y + ((size_t)b * Tn + t) * D + c0 + c, to_f(sm[c * SP + t]) * sc[c],
+                    to_f(sm[(c + 1) * SP + t]) * sc[c + 1]);
+        }
+        __syncthreads();
+    }
+}
+
+/* dxT (B, D, Tp rows) = rstd·(dyᵀ − yᵀ·mean(dyᵀ·yᵀ)). A: the (T × C) stretches of dy and y in
+ * along D, into channel rows; B: a warp a row, the dot, then the row out in pairs, zeros past T. */
+template <typename T>
+__global__ void __launch_bounds__(RT_THREADS) rmsnorm_t_bwd_tile(T *dx, const T *dy, const T *y, const float *rstd,
+                                                                 int B, int Tn, int Tp, int D, int C, int SP) {
+    extern __shared__ __align__(16) unsigned char rt_raw[];
+    T *sg = (T *)rt_raw, *sv = sg + (size_t)C * SP;
+    int c0 = blockIdx.x * C, cn = min(C, D - c0), lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = C / 2;
+    for (int b = blockIdx.y; b < B; b += gridDim.y) {
+#pragma unroll 4
+        for (int i = threadIdx.x; i < Tn * half; i += RT_THREADS) {
+            int t = i / half, c = 2 * (i - t * half);
+            if (c >= cn) continue;
+            size_t o = ((size_t)b * Tn + t) * D + c0 + c;
+            float2 g = ld2(dy + o), v = ld2(y + o);
+            sg[c * SP + t] = from_f<T>(g.x), sg[(c + 1) * SP + t] = from_f<T>(g.y);
+            sv[c * SP + t] = from_f<T>(v.x), sv[(c + 1) * SP + t] = from_f<T>(v.y);
+        }
+        __syncthreads();
+        for (int c = warp; c < cn; c += RT_THREADS / 32) {
+            float dot = 0.f;
+            for (int t = lane; t < Tn; t += 32) dot += to_f(sg[c * SP + t]) * to_f(sv[c * SP + t]);
+            size_t r = (size_t)b * D + c0 + c;
+            float mean = warp_sum(dot) / Tn, s = rstd[r];
+            T *dxr = dx + r * Tp;
+            for (int t = 2 * lane; t < Tp; t += 64) {
+                float2 g = ld2(sg + c * SP + t), v = ld2(sv + c * SP + t);
+                st2(dxr + t, t < Tn ? s * (g.x - v.x * mean) : 0.f, t + 1 < Tn ? s * (g.y - v.y * mean) : 0.f);
+            }
+        }
+        __syncthreads();
+    }
+}
+
+/* the pair kernels' terms: rows of even length, an even channel count, pairs aligned */
+static bool rt_pairs_ok(int Tp, int D, size_t esz, const void *a, const void *b, const void *c) {
+    uintptr_t m = 2 * esz - 1;
+    return Tp % 2 == 0 && D % 2 == 0 && !((uintptr_t)a & m) && !((uintptr_t)b & m) && !((uintptr_t)c & m);
+}
+
+/* channels a block (64 down to 8) whose tiles fit `per_c`·C bytes in 48 KiB; 0 if none */
+static int rt_channels(size_t per_c) {
+    for (int C = 64; C >= 8; C /= 2)
+        if ((size_t)C * per_c <= 48 * 1024) return C;
+    return 0;
+}
+
+/* Where not even 8 channels' tiles fit (T past ~1500) or the pairs do not line up, a warp a
+ * channel row straight from memory: the same sums, the (B, T, D) side read or written D apart. */
+template <typename T>
+__global__ void rmsnorm_t_fwd_any(T *y, float *rstd, const T *x, const T *res, int B, int Tn, int Tp, int D,
+                                  float eps) {
+    int warps = blockDim.x / 32, lane = threadIdx.x & 31;
+    for (size_t r = (size_t)blockIdx.x * warps + threadIdx.x / 32; r < (size_t)B * D; r += (size_t)gridDim.x * warps) {
+        size_t b = r / D, d = r % D, o = r * Tp;
+        float ss = 0.f;
+        for (int t = lane; t < Tn; t += 32) {
+            float v = to_f(x[o + t]);
+            if (res) v = to_f(from_f<T>(v + to_f(res[o + t])));
+            ss += v * v;
+        }
+        float s = rsqrtf(warp_sum(ss) / Tn + eps);
+        for (int t = lane; t < Tn; t += 32) {
+            float v = to_f(x[o + t]);
+            if (res) v = to_f(from_f<T>(v + to_f(res[o + t])));
+            y[(b * Tn + t) * D + d] = from_f<T>(v * s);
+        }
+        if (rstd && lane == 0) rstd[r] = s;
+    }
+}
+
+template <typename T>
+__global__ void rmsnorm_t_bwd_any(T *dx, const T *dy, const T *y, const float *rstd, int B, int Tn, int Tp, int D) {
+    int warps = blockDim.x / 32, lane = threadIdx.x & 31;
+    for (size_t r = (size_t)blockIdx.x * warps + threadIdx.x / 32; r < (size_t)B * D; r += (size_t)gridDim.x * warps) {
+        size_t b = r / D, d = r % D, c = b * Tn * D + d;
+        float dot = 0.f;
+        for (int t = lane; t < Tn; t += 32) dot += to_f(dy[c + (size_t)t * D]) * to_f(y[c + (size_t)t * D]);
+        float mean = warp_sum(dot) / Tn, s = rstd[r];
+        for (int t = lane; t < Tp; t += 32)
+            dx[r * Tp + t] =
+                from_f<T>(t < Tn ? s * (to_f(dy[c + (size_t)t * D]) - to_f(y[c + (size_t)t * D]) * mean) : 0.f);
+    }
+}
+
+static dim3 rt_grid(int D, int C, int B) { return dim3((unsigned)((D + C - 1) / C), (unsigned)(B < 65535 ? B : 65535)); }
+
+void k_rmsnorm_t_fwd(cudaStream_t st, int dt, void *y, float *rstd, const void *x, const void *res, int B, int Tn,
+                     int Tp, int D, float eps) {
+    if (B <= 0 || Tn <= 0 || D <= 0) return;
+    ACT_DISPATCH(dt, {
+        int SP = rt_pitch(Tp), C = rt_pairs_ok(Tp, D, sizeof(T), y, x, res) ? rt_channels((size_t)SP * sizeof(T) + sizeof(float)) : 0;
+        if (C)
+            rmsnorm_t_fwd_tile<T><<<rt_grid(D, C, B), RT_THREADS, (size_t)C * (SP * sizeof(T) + sizeof(float)), st>>>(
+                (T *)y, rstd, (const T *)x, (const T *)res, B, Tn, Tp, D, C, SP, eps);
+        else
+            rmsnorm_t_fwd_any<T><<<grid_for((size_t)B * D, 8), 256, 0, st>>>((T *)y, rstd, (const T *)x,
+                                                                              (const T *)res, B, Tn, Tp, D, eps);
+    });
+}
+
+void k_rmsnorm_t_bwd(cudaStream_t st, int dt, void *dx, const void *dy, const void *y, const float *rstd, int B,
+                     int Tn, int Tp, int D) {
+    if (B <= 0 || Tn <= 0 || D <= 0) return;
+    ACT_DISPATCH(dt, {
+        int SP = rt_pitch(Tp), C = rt_pairs_ok(Tp, D, sizeof(T), dx, dy, y) ? rt_channels(2 * (size_t)SP * sizeof(T)) : 0;
+        if (C)
+            rmsnorm_t_bwd_tile<T><<<rt_grid(D, C, B), RT_THREADS, 2 * (size_t)C * SP * sizeof(T), st>>>(
+                (T *)dx, (const T *)dy, (const T *)y, rstd, B, Tn, Tp, D, C, SP);
+        else
+            rmsnorm_t_bwd_any<T><<<grid_for((size_t)B * D, 8), 256, 0, st>>>((T *)dx, (const T *)dy, (const T *)y,
+                                                                              rstd, B, Tn, Tp, D);
+    });
 }

@@ -167,6 +167,13 @@ struct trm_backend {
     void (*attention_bwd_rope)(trm_backend *b, void *dqkv, const void *dout, const void *qkv,
                                const void *out, const float *lse, const float *cos,
                                const float *sin, int B, int T, int H, int hd);
+    /* Optional: rope_fwd then attention_fwd in one pass where the backend can (cuda's Hopper flash
+     * forward rotates q and k as they reach shared memory). With keep, qkv's q and k are left
+     * rotated, as rope_fwd leaves them, for the backward; without, they may be left either way
+     * (the caller reads them no more). Returns 0, having done nothing, where it does not take the
+     * call; the caller then runs the two ops. */
+    int (*attention_fwd_rope)(trm_backend *b, void *out, float *lse, void *qkv, const float *cos, const float *sin,
+                              int B, int T, int H, int hd, int keep);
     /* Optional (a Hopper kernel): mlp_t's token mixer for a call whose activations the backward
      * does not read, on (B, T, D) rows with no transposes: y = (rms(xᵀ + SwiGLU(xᵀ·W_guᵀ)·W_dnᵀ))ᵀ
      * over the T positions, rstd (B·D, fp32) saved, where xᵀ is x as (B, D, Tp) rows (zeros past
@@ -176,6 +183,16 @@ struct trm_backend {
      * not take the shape or types; the caller then runs those ops. */
     int (*token_mlp_fwd)(trm_backend *b, void *y, float *rstd, const void *x, const void *Wgu, int ldgu,
                          const void *Wdn, int lddn, int wdt, int B, int T, int Tp, int D, int It, float eps);
+    /* Optional, a pair (a backend has both or neither): mlp_t's RMSNorm over the T positions of
+     * each channel, with the transposes around it in the same pass. The forward takes xT and
+     * resT as (B, D, Tp) rows and writes y as (B, T, D): y = (rms(xT + resT))ᵀ over each row's
+     * first T values, rstd (B·D, fp32) saved — rmsnorm_fwd on the rows, then transpose, with the
+     * same roundings. The backward takes dy and y as (B, T, D) and writes dxT as (B, D, Tp) rows,
+     * zeros past T: rmsnorm_bwd on their transposes. With the pair the model keeps y, not yᵀ. */
+    void (*rmsnorm_t_fwd)(trm_backend *b, void *y, float *rstd, const void *xT, const void *resT, int B, int T,
+                          int Tp, int D, float eps);
+    void (*rmsnorm_t_bwd)(trm_backend *b, void *dxT, const void *dy, const void *y, const float *rstd, int B,
+                          int T, int Tp, int D);
     /* qkv: (B,T,3H,hd); rotates q and k heads in place with fp32 cos/sin tables (T×hd). */
     void (*rope_fwd)(trm_backend *b, void *qkv, const float *cos, const float *sin, int B, int T,
                      int H, int hd);
@@ -271,10 +288,12 @@ struct trm_backend {
     X(transpose) X(rmsnorm_fwd) X(rmsnorm_bwd) X(swiglu_fwd) X(swiglu_bwd) X(rope_fwd) X(rope_bwd)      \
     X(attention_fwd) X(attention_bwd) X(bias_fwd) X(bias_bwd) X(embed_fwd) X(embed_bwd) X(loss_head)   \
     X(act_reset) X(act_update) X(q_target) X(adam_atan2) X(sign_sgd_sparse) X(ema)
-/* the fused passes (optional): gate/up + SwiGLU, attention backward + RoPE's */
-#define TRM_OPS_FUSED(X) X(gate_up_swiglu) X(gate_up_swiglu_bwd) X(attention_bwd_rope)
+/* the fused passes (optional): gate/up + SwiGLU, attention backward + RoPE's, mlp_t's norm with
+ * its transposes */
+#define TRM_OPS_FUSED(X) \
+    X(gate_up_swiglu) X(gate_up_swiglu_bwd) X(attention_bwd_rope) X(rmsnorm_t_fwd) X(rmsnorm_t_bwd)
 /* fused passes only a GPU backend has (optional) */
-#define TRM_OPS_FUSED_GPU(X) X(token_mlp_fwd)
+#define TRM_OPS_FUSED_GPU(X) X(token_mlp_fwd) X(attention_fwd_rope)
 /* with caps.bf16_acts */
 #define TRM_OPS_BF16_ACTS(X) X(convert)
 /* with caps.compile */

@@ -242,13 +242,16 @@ typedef struct {
     int share_gu; /* gu, gut are shared (the arena's dry pass hands out NULL pointers) */
 } shared_bufs;
 
+/* mlp_t's token-mixer norm with its transposes in one pass (the backend has the pair) */
+static int norm_t(const trm_model *m) { return m->be->rmsnorm_t_fwd && m->be->rmsnorm_t_bwd; }
+
 static void carve_block(trm_model *m, arena *a, trm_block_acts *k, const shared_bufs *sh) {
     size_t R = (size_t)m->B * m->T, RT = (size_t)m->B * m->D, e = m->esz, f = sizeof(float);
     if (m->cfg.mlp_t) {
         k->inT = arena_take(a, RT * m->Tp, e);
         k->gut = sh->share_gu ? sh->gut : arena_take(a, RT * 2 * m->It, e);
         k->actt = sh->actt;
-        k->y1T = arena_take(a, RT * m->Tp, e);
+        k->y1T = norm_t(m) ? NULL : arena_take(a, RT * m->Tp, e); /* else the backward reads y1 */
         k->rstd1 = arena_take(a, RT, f);
     } else {
         k->qkv = arena_take(a, R * 3 * m->A, e);
@@ -741,13 +744,24 @@ static void swiglu_bwd_of(trm_model *m, void *dgu, void *act, const void *dact, 
     be->swiglu_bwd(be, dgu, act, dact, gu, rows, I);
 }
 
-static void mixer_attn_fwd(trm_model *m, const void *w, int l, trm_block_acts *k) {
+/* RoPE on q and k, then attention: one pass where the backend fuses them (q and k left rotated
+ * where the backward reads them: save) */
+static void rope_attention_fwd(trm_model *m, trm_block_acts *k, int save) {
+    trm_backend *be = m->be;
+    if (m->cfg.pos_encodings == TRM_POS_ROPE) {
+        if (be->attention_fwd_rope && be->attention_fwd_rope(be, k->att, k->lse, k->qkv, m->rope_cos, m->rope_sin,
+                                                             m->B, m->T, m->H, m->hd, save))
+            return;
+        be->rope_fwd(be, k->qkv, m->rope_cos, m->rope_sin, m->B, m->T, m->H, m->hd);
+    }
+    be->attention_fwd(be, k->att, k->lse, k->qkv, m->B, m->T, m->H, m->hd);
+}
+
+static void mixer_attn_fwd(trm_model *m, const void *w, int l, trm_block_acts *k, int save) {
     trm_backend *be = m->be;
     int R = m->B * m->T, D = m->D, A = m->A;
     linear_fwd(m, k->qkv, k->in, w, m->p_layer[l][0], R, D, 3 * A);
-    if (m->cfg.pos_encodings == TRM_POS_ROPE)
-        be->rope_fwd(be, k->qkv, m->rope_cos, m->rope_sin, m->B, m->T, m->H, m->hd);
-    be->attention_fwd(be, k->att, k->lse, k->qkv, m->B, m->T, m->H, m->hd);
+    rope_attention_fwd(m, k, save);
     linear_fwd(m, m->tmp_rows, k->att, w, m->p_layer[l][1], R, A, D);
     be->rmsnorm_fwd(be, k->y1, k->rstd1, k->in, m->tmp_rows, R, D, D, (float)m->cfg.rms_norm_eps);
 }
@@ -774,7 +788,8 @@ static void mixer_attn_bwd(trm_model *m, int l, trm_block_acts *k, const void *d
 
 /* The token-mixing MLP over T, for every (sample, channel): on the transposed input inT
  * (B·D rows of Tp, the T values then zeros), gut = inT·W_guᵀ, actt = SwiGLU(gut),
- * tmpT = actt·W_downᵀ, y1T = rms(inT + tmpT) over the T values, y1 = y1ᵀ. In bf16, rows of Tp
+ * tmpT = actt·W_downᵀ, y1T = rms(inT + tmpT) over the T values, y1 = y1ᵀ (the last two one
+ * pass where the backend has rmsnorm_t_fwd; y1T is then never kept). In bf16, rows of Tp
  * (T rounded up to 8) keep every operand aligned and the products run over Tp, the zero pads of
  * the rows and of the padded weights adding nothing; in fp32, Tp = T. */
 static void mixer_mlpt_fwd(trm_model *m, const void *w, int l, trm_block_acts *k, int save) {
@@ -790,6 +805,10 @@ static void mixer_mlpt_fwd(trm_model *m, const void *w, int l, trm_block_acts *k
     gate_up_fwd(m, k->actt, k->gut, keep_gu(m, save), k->inT, Tp, w, gu, RT, m->It, Tp);
     be->gemm(be, dt_awa(m), 0, 1, RT, Tp, m->It, 1.0f, k->actt, m->It, 0, W_(m, w, dn), WLD(m, dn), 0, 0.0f,
              m->tmp_rows, Tp, 0, 1);
+    if (norm_t(m)) {
+        be->rmsnorm_t_fwd(be, k->y1, k->rstd1, k->inT, m->tmp_rows, m->B, T, Tp, m->D, eps);
+        return;
+    }
     be->rmsnorm_fwd(be, k->y1T, k->rstd1, k->inT, m->tmp_rows, RT, T, Tp, eps);
     be->transpose(be, k->y1, m->D, k->y1T, Tp, m->B, m->D, T);
 }
@@ -799,8 +818,13 @@ static void mixer_mlpt_bwd(trm_model *m, int l, trm_block_acts *k, const void *d
     trm_backend *be = m->be;
     int RT = m->B * m->D, T = m->T, Tp = m->Tp, gu = m->p_layer[l][0], dn = m->p_layer[l][1];
     const void *w = m->wcur;
-    be->transpose(be, w1, Tp, dy1, m->D, m->B, T, m->D);            /* w1 = dy1ᵀ (B, D, Tp) */
-    be->rmsnorm_bwd(be, w2, w1, k->y1T, k->rstd1, RT, T, Tp);       /* w2 = d(inT + tmpT) */
+    /* w2 = d(inT + tmpT), from dy1ᵀ (B, D, Tp) */
+    if (norm_t(m))
+        be->rmsnorm_t_bwd(be, w2, dy1, k->y1, k->rstd1, m->B, T, Tp, m->D);
+    else {
+        be->transpose(be, w1, Tp, dy1, m->D, m->B, T, m->D);
+        be->rmsnorm_bwd(be, w2, w1, k->y1T, k->rstd1, RT, T, Tp);
+    }
     /* down: dactt = w2·W; the SwiGLU gradient recomputes actt (a shared buffer) in its pass;
      * dW += w2ᵀ·actt over the T real columns */
     be->gemm(be, dt_awa(m), 0, 0, RT, m->It, Tp, 1.0f, w2, Tp, 0, W_(m, w, dn), WLD(m, dn), 0, 0.0f, big2, m->It,
@@ -821,7 +845,7 @@ static void block_fwd(trm_model *m, const void *w, int l, trm_block_acts *k, int
     if (m->cfg.mlp_t)
         mixer_mlpt_fwd(m, w, l, k, save);
     else
-        mixer_attn_fwd(m, w, l, k);
+        mixer_attn_fwd(m, w, l, k, save);
     gate_up_fwd(m, k->act, k->gu, keep_gu(m, save), k->y1, D, w, m->p_layer[l][2], R, m->I, D);
     linear_fwd(m, m->tmp_rows, k->act, w, m->p_layer[l][3], R, m->I, D);
     be->rmsnorm_fwd(be, k->y2, k->rstd2, k->y1, m->tmp_rows, R, D, D, (float)m->cfg.rms_norm_eps);
