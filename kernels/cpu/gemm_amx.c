@@ -23,6 +23,8 @@
 
 #if defined(__x86_64__) && !defined(TRM_NO_OWN_GEMM)
 #include <immintrin.h>
+
+#include "transpose16.h"
 #ifdef __linux__
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -106,30 +108,6 @@ BF_TARGET static inline __m512i pair16(__m512 r0, __m512 r1) {
     const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
                                            21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     return _mm512_permutexvar_epi16(inter, (__m512i)_mm512_cvtne2ps_pbh(r1, r0));
-}
-
-/* r[i] (16 lanes of 32 bits) becomes column i: unpacks within 128-bit lanes, then lanes moved. */
-BF_TARGET static void transpose16(__m512i r[16]) {
-    __m512i t[16], u[16], v[16];
-    for (int i = 0; i < 8; i++)
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]),
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    for (int i = 0; i < 4; i++) {
-        u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    for (int i = 0; i < 4; i++) {
-        v[i] = _mm512_shuffle_i32x4(u[i], u[i + 4], 0x88);
-        v[i + 4] = _mm512_shuffle_i32x4(u[i], u[i + 4], 0xdd);
-        v[i + 8] = _mm512_shuffle_i32x4(u[i + 8], u[i + 12], 0x88);
-        v[i + 12] = _mm512_shuffle_i32x4(u[i + 8], u[i + 12], 0xdd);
-    }
-    for (int i = 0; i < 8; i++) {
-        r[i] = _mm512_shuffle_i32x4(v[i], v[i + 8], 0x88);
-        r[i + 8] = _mm512_shuffle_i32x4(v[i], v[i + 8], 0xdd);
-    }
 }
 
 /* Strip of op(A): rows m0 .. m0+32 (zeros past M), k0 .. k0+klen (zeros up to kp), row-major

@@ -28,6 +28,8 @@ void *trm_gemm_buffer(size_t bytes) {
 
 #if defined(__x86_64__) && !defined(TRM_NO_OWN_GEMM)
 #include <immintrin.h>
+
+#include "transpose16.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -234,10 +236,31 @@ __attribute__((target("avx512f"))) static void copy_32_avx512(float *d, const fl
     _mm512_storeu_ps(d + 16, _mm512_maskz_loadu_ps(hi, src + 16));
 }
 
+/* The AVX-512 panel (32 columns) of op(B) = Bᵀ: 16 columns (B's rows) × 16 k at a time read
+ * along memory and transposed in registers. One scalar store a value cost as much as the
+ * products on attention's heads (85 keys × 64: the scores' op(B) is K, repacked per head). */
+__attribute__((target("avx512f"))) static void pack_bt_32(float *dst, const gemm_job *j, int n0, int cols, int k0,
+                                                          int kc) {
+    for (int c0 = 0; c0 < 32; c0 += 16)
+        for (int kb = 0; kb < kc; kb += 16) {
+            int kn = kc - kb < 16 ? kc - kb : 16;
+            __mmask16 km = (__mmask16)((1u << kn) - 1);
+            __m512i r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = c0 + i < cols ? _mm512_castps_si512(_mm512_maskz_loadu_ps(
+                                           km, j->B + (size_t)(n0 + c0 + i) * j->ldb + k0 + kb))
+                                     : _mm512_setzero_si512();
+            transpose16(r); /* r[i]: k = kb + i, the 16 columns */
+            for (int i = 0; i < kn; i++) _mm512_storeu_ps(dst + (size_t)(kb + i) * 32 + c0, _mm512_castsi512_ps(r[i]));
+        }
+}
+
 /* Panel q (columns q·nr ..) of op(B)[k0 .. k0+kc)[all N], k-major within the panel. */
 static void pack_b_panel(float *dst, const gemm_job *j, int q, int k0, int kc, int nr) {
     int n0 = q * nr, cols = j->N - n0 < nr ? j->N - n0 : nr;
-    if (j->tb) { /* columns of op(B) are rows of B: each column is one contiguous run */
+    if (j->tb && nr == 32) {
+        pack_bt_32(dst, j, n0, cols, k0, kc);
+    } else if (j->tb) { /* columns of op(B) are rows of B: each column is one contiguous run */
         for (int c = 0; c < cols; c++) {
             const float *src = j->B + (size_t)(n0 + c) * j->ldb + k0;
             for (int k = 0; k < kc; k++) dst[k * nr + c] = src[k];
