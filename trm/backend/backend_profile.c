@@ -1,7 +1,7 @@
 /* backend_profile.c — a backend that wraps another and times every op (synchronising after
  * each, so device time is attributed to the op that spent it). Enabled with TRM_PROFILE=1;
  * the table of time per op is printed to stderr when the backend is destroyed (trm bench:
- * of the timed steps only). */
+ * of the timed steps only). TRM_PROFILE=2 adds the GEMMs by shape. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,11 +26,21 @@ static const char *const op_names[OP_COUNT] = {
 #undef X
 };
 
+/* one GEMM shape's time (TRM_PROFILE=2) */
+typedef struct {
+    int ta, tb, M, N, K, batch;
+    double seconds;
+    long calls;
+} gemm_shape;
+#define PROFILE_SHAPES 64
+
 typedef struct {
     trm_backend *inner;
     double seconds[OP_COUNT];
     long calls[OP_COUNT];
     double gemm_flops;
+    int by_shape, nshapes;
+    gemm_shape shapes[PROFILE_SHAPES];
 } profile;
 
 static profile *P(trm_backend *b) { return (profile *)b->ctx; }
@@ -56,6 +66,33 @@ static void w_gemm(trm_backend *b, trm_gemm_dt dt, int ta, int tb, int M, int N,
     P(b)->inner->gemm(P(b)->inner, dt, ta, tb, M, N, K, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);
     P(b)->gemm_flops += 2.0 * M * N * (double)K * batch;
     done(b, OP_gemm, t0);
+    profile *p = P(b);
+    if (!p->by_shape) return;
+    int i = 0;
+    while (i < p->nshapes && !(p->shapes[i].ta == ta && p->shapes[i].tb == tb && p->shapes[i].M == M &&
+                               p->shapes[i].N == N && p->shapes[i].K == K && p->shapes[i].batch == batch))
+        i++;
+    if (i == p->nshapes) {
+        if (i == PROFILE_SHAPES) return; /* the rest go untallied by shape */
+        p->shapes[p->nshapes++] = (gemm_shape){ta, tb, M, N, K, batch, 0, 0};
+    }
+    p->shapes[i].seconds += trm_now_seconds() - t0;
+    p->shapes[i].calls++;
+}
+
+/* the shapes by time, with each one's rate */
+static void print_shapes(profile *p) {
+    for (int pass = 0; pass < p->nshapes; pass++) {
+        int best = -1;
+        for (int i = 0; i < p->nshapes; i++)
+            if (p->shapes[i].calls > 0 && (best < 0 || p->shapes[i].seconds > p->shapes[best].seconds)) best = i;
+        if (best < 0) break;
+        gemm_shape *g = &p->shapes[best];
+        double fl = 2.0 * g->M * g->N * (double)g->K * g->batch * g->calls;
+        fprintf(stderr, "    gemm %c%c M %6d N %6d K %6d x%-4d %8.3f s %6ld calls %9.1f GFLOP/s\n", g->ta ? 'T' : 'N',
+                g->tb ? 'T' : 'N', g->M, g->N, g->K, g->batch, g->seconds, g->calls, fl / (g->seconds + 1e-12) / 1e9);
+        g->calls = -g->calls;
+    }
 }
 WRAP(add, (trm_backend * b, void *y, const void *x1, const void *x2, size_t n), (P(b)->inner, y, x1, x2, n))
 WRAP(axpy, (trm_backend * b, void *y, const void *x, float a, size_t n), (P(b)->inner, y, x, a, n))
@@ -173,6 +210,7 @@ static void w_destroy(trm_backend *b) {
                 100.0 * p->seconds[best] / (total > 0 ? total : 1), p->calls[best]);
         if (best == OP_gemm) fprintf(stderr, "  %.1f GFLOP/s", p->gemm_flops / (p->seconds[best] + 1e-12) / 1e9);
         fputc('\n', stderr);
+        if (best == OP_gemm && p->by_shape) print_shapes(p);
         p->calls[best] = -1;
     }
     p->inner->destroy(p->inner);
@@ -189,6 +227,7 @@ void trm_profile_reset(trm_backend *b) {
     memset(p->seconds, 0, sizeof p->seconds);
     memset(p->calls, 0, sizeof p->calls);
     p->gemm_flops = 0;
+    p->nshapes = 0;
 }
 
 trm_backend *trm_profile_wrap(trm_backend *inner) {
@@ -196,6 +235,8 @@ trm_backend *trm_profile_wrap(trm_backend *inner) {
     profile *p = xcalloc(1, sizeof *p);
     *b = *inner;
     p->inner = inner;
+    const char *lvl = getenv("TRM_PROFILE");
+    p->by_shape = lvl && atoi(lvl) >= 2;
     b->ctx = p;
     b->destroy = w_destroy;
     b->alloc = w_alloc;
