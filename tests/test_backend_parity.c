@@ -1796,13 +1796,13 @@ static Suite *parity_suite(void) {
     tcase_add_test(t16, test_bf16_rmsnorm_swiglu_rope);
     tcase_add_test(t16, test_attention_bf16);
     tcase_add_test(t16, test_bf16_embed_act_reset);
-    tcase_add_test(t16, test_gate_up_swiglu);
-    tcase_add_test(t16, test_gate_up_swiglu_bwd);
-    tcase_add_test(t16, test_token_mlp_fwd);
     suite_add_tcase(s, t16);
-    /* fused passes newer than the rest: a case of their own, which CK_RUN_CASE can pick */
+    /* the fused passes: a case of their own, which CK_RUN_CASE can pick */
     TCase *tn = tcase_create("fused passes");
     tcase_set_timeout(tn, 300);
+    tcase_add_test(tn, test_gate_up_swiglu);
+    tcase_add_test(tn, test_gate_up_swiglu_bwd);
+    tcase_add_test(tn, test_token_mlp_fwd);
     tcase_add_test(tn, test_rmsnorm_t);
     tcase_add_test(tn, test_attention_fwd_rope);
     suite_add_tcase(s, tn);

@@ -344,46 +344,51 @@ __global__ void __launch_bounds__(128 * GW_WG, 1)
         for (int c = 0; c < 2 && c < total; c++)
             gw_load(sX + c * GW_CHUNK, &tmx, full + c, c, KC, first, stride);
     float d[16][4];
-    int kc = 0, tile = first, slot = 0, phase = 0, dphase = 0;
-    for (int c = 0; c < total; c++) {
-        wg_bar(wg); /* every warp done with chunk c - 1, whose stage takes chunk c + 2 */
-        if (tid == 0 && c + 2 < total) {
-            int ns = (slot + 2) % GW_NS;
-            gw_load(sX + ns * GW_CHUNK, &tmx, full + ns, c + 2, KC, first, stride);
-        }
-        if (BWD == 2 && tid == 0 && kc == 0) /* the previous tile's epilogue is past reading dbuf */
+    int c = 0, slot = 0, phase = 0, dphase = 0;
+    /* A tile's chunk kc has its products issued before chunk kc − 1's are waited for, so that a
+     * warpgroup's products queue on the tensor cores back to back (waiting for each chunk's
+     * before issuing the next left them idle but for the other warpgroups' turns). The k loop
+     * touches d through the products alone: anything else there (the epilogue, the zeroing, in
+     * the one flat loop over chunks this was) makes ptxas wait out or serialise the products. */
+    for (int tile = first; c < total; tile += stride) {
+        if (BWD == 2 && tid == 0) /* the previous tile's epilogue is past reading dbuf */
             tma_load_2d(dbuf, &tmd, n0, tile * 64, dbar, GW_CHUNK * 2);
-        mbar_wait(full + slot, phase);
-        uint64_t da = wg_desc(sX + slot * GW_CHUNK, 16, 1024), db = wg_desc(sW + kc * 2 * GW_CHUNK, 16, 1024);
-        wg_fence_f(d);
-        wg_fence();
+        int slot_last = slot;
+        for (int kc = 0; kc < KC; kc++, c++) {
+            mbar_wait(full + slot, phase);
+            uint64_t da = wg_desc(sX + slot * GW_CHUNK, 16, 1024), db = wg_desc(sW + kc * 2 * GW_CHUNK, 16, 1024);
+            wg_fence();
 #pragma unroll
-        for (int k = 0; k < 4; k++) wg_m64n128k16_ss(d, da + 2 * k, db + 2 * k, kc | k);
-        wg_commit();
+            for (int k = 0; k < 4; k++) wg_m64n128k16_ss(d, da + 2 * k, db + 2 * k, kc | k);
+            wg_commit();
+            wg_wait<1>();
+            wg_bar(wg); /* every warp done with chunk c - 1, whose stage takes chunk c + 2 */
+            if (tid == 0 && c + 2 < total) {
+                int ns = (slot + 2) % GW_NS;
+                gw_load(sX + ns * GW_CHUNK, &tmx, full + ns, c + 2, KC, first, stride);
+            }
+            slot_last = slot;
+            if (++slot == GW_NS) slot = 0, phase ^= 1;
+        }
         wg_wait<0>();
         wg_fence_f(d);
-        int slot_last = slot;
-        if (++slot == GW_NS) slot = 0, phase ^= 1;
-        if (++kc == KC) {
-            uint32_t gate[8][2], up[8][2];
+        uint32_t gate[8][2], up[8][2];
 #pragma unroll
-            for (int j = 0; j < 8; j++)
+        for (int j = 0; j < 8; j++)
 #pragma unroll
-                for (int hr = 0; hr < 2; hr++) {
-                    gate[j][hr] = pack_bf16(d[j][2 * hr], d[j][2 * hr + 1]);
-                    up[j][hr] = pack_bf16(d[j + 8][2 * hr], d[j + 8][2 * hr + 1]);
-                }
+            for (int hr = 0; hr < 2; hr++) {
+                gate[j][hr] = pack_bf16(d[j][2 * hr], d[j][2 * hr + 1]);
+                up[j][hr] = pack_bf16(d[j + 8][2 * hr], d[j + 8][2 * hr + 1]);
+            }
 #pragma unroll
-            for (int j = 0; j < 16; j++) /* the old sums die here (the next tile's first product ignores d) */
+        for (int j = 0; j < 16; j++) /* the old sums die here (the next tile's first product ignores d) */
 #pragma unroll
-                for (int e = 0; e < 4; e++) d[j][e] = 0.f;
-            if (BWD)
-                gw_store_bwd(sX + slot_last * GW_CHUNK, dbuf, &tmd, dbar, &dphase, act, gu, gate, up, tile * 64, rows,
-                             n0, I, wg);
-            else
-                gw_store(sX + slot_last * GW_CHUNK, act, gu, gate, up, tile * 64, rows, n0, I, wg);
-            kc = 0, tile += stride;
-        }
+            for (int e = 0; e < 4; e++) d[j][e] = 0.f;
+        if (BWD)
+            gw_store_bwd(sX + slot_last * GW_CHUNK, dbuf, &tmd, dbar, &dphase, act, gu, gate, up, tile * 64, rows, n0,
+                         I, wg);
+        else
+            gw_store(sX + slot_last * GW_CHUNK, act, gu, gate, up, tile * 64, rows, n0, I, wg);
     }
 #endif
 }
