@@ -163,8 +163,11 @@ __attribute__((target("avx2,fma"))) static void kernel_avx2(int kc, const float 
 
 /* op(A) = Aᵀ read in place: a k's MR values are contiguous in A's row k (lda apart from the
  * next k's); the row PF_COLS ahead is fetched early, since rows a page apart defeat the
- * hardware's prefetchers. */
-#define PF_COLS 8
+ * hardware's prefetchers. 8 rows (~100 cycles of products) were too few on the device host's
+ * Xeon, whose L3 answers later than this EPYC's: there, medians of 3 (ms), 8 → 32 rows, the
+ * down weight's gradient 9.5 → 7.2 on 1 thread and 4.1 → 3.4 on 4, gate/up's 6.7 → 5.9 on 4,
+ * and the tiny_att step on 4 threads 336 → 304; neutral here. */
+#define PF_COLS 32
 #define PF_ROW(k) _mm_prefetch((const char *)(A + (size_t)((k) + PF_COLS) * lda), _MM_HINT_T0)
 __attribute__((target("avx512f,fma"))) static void kernel_avx512_cols(int kc, const float *A, size_t lda,
                                                                         const float *Bp, float *C, int ldc, int nr,
