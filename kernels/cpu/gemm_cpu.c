@@ -62,26 +62,25 @@ static void store_tile(float *C, int ldc, const float *acc, int ld_acc, int mr, 
 
 /* ---- micro-kernels: acc[MR][NR] = Ap (k-major, MR per k) · Bp (k-major, NR per k) ---- */
 
-__attribute__((target("avx512f"))) static inline void store_12x32(__m512 c[12][2], float *C, int ldc, int mr, int nr,
-                                                                  float alpha, float beta, int first) {
-    if (mr == 12 && nr == 32) {
-        __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-        int scale_old = first && beta != 1.0f, read_old = !first || beta != 0.0f;
-        for (int i = 0; i < 12; i++)
-            for (int h = 0; h < 2; h++) {
-                float *p = C + (size_t)i * ldc + 16 * h;
-                __m512 r = _mm512_mul_ps(va, c[i][h]);
-                if (read_old) {
-                    __m512 old = _mm512_loadu_ps(p);
-                    r = scale_old ? _mm512_fmadd_ps(vb, old, r) : _mm512_add_ps(old, r);
-                }
-                _mm512_storeu_ps(p, r);
+/* Rows r0 .. mr of the tile (C: its row 0). Edge tiles (mr < 12 or nr < 32) by masked vectors,
+ * the same arithmetic as whole ones: the scalar loop they took cost attention's 85 × 85 scores
+ * a fifth of their time. */
+__attribute__((target("avx512f"))) static inline void store_12x32(__m512 c[12][2], float *C, int ldc, int r0, int mr,
+                                                                  int nr, float alpha, float beta, int first) {
+    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    int scale_old = first && beta != 1.0f, read_old = !first || beta != 0.0f;
+    __mmask16 mk[2] = {(__mmask16)(nr >= 16 ? 0xffffu : (1u << nr) - 1),
+                       (__mmask16)(nr >= 32 ? 0xffffu : nr > 16 ? (1u << (nr - 16)) - 1 : 0)};
+    for (int i = r0; i < mr; i++)
+        for (int h = 0; h < 2; h++) {
+            float *p = C + (size_t)i * ldc + 16 * h;
+            __m512 r = _mm512_mul_ps(va, c[i][h]);
+            if (read_old) {
+                __m512 old = _mm512_maskz_loadu_ps(mk[h], p);
+                r = scale_old ? _mm512_fmadd_ps(vb, old, r) : _mm512_add_ps(old, r);
             }
-        return;
-    }
-    float acc[12 * 32];
-    for (int i = 0; i < 12; i++) _mm512_storeu_ps(acc + i * 32, c[i][0]), _mm512_storeu_ps(acc + i * 32 + 16, c[i][1]);
-    store_tile(C, ldc, acc, 32, mr, nr, alpha, beta, first);
+            _mm512_mask_storeu_ps(p, mk[h], r);
+        }
 }
 
 /* The k loop of every fp32 kernel, for c[MR][2] (vectors of NR/2 floats): per k, PER_K (a
@@ -111,7 +110,7 @@ __attribute__((target("avx512f,fma"))) static void kernel_avx512(int kc, const f
     __m512 c[12][2];
     for (int i = 0; i < 12; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
     FMA_K_LOOP(__m512, 12, 32, _mm512_loadu_ps, BCAST_512, _mm512_fmadd_ps, Ap + k * 12 + i, )
-    store_12x32(c, C, ldc, mr, nr, alpha, beta, first);
+    store_12x32(c, C, ldc, 0, mr, nr, alpha, beta, first);
 }
 
 /* The same k loop with op(A) read where it lies, A not transposed (MR rows, each along its
@@ -122,13 +121,13 @@ __attribute__((target("avx512f,fma"))) static void kernel_avx512(int kc, const f
 #define A_ROWS (r[i / 3] + (size_t)(i % 3) * lda + k)
 
 __attribute__((target("avx512f,fma"))) static void kernel_avx512_rows(int kc, const float *A, size_t lda,
-                                                                        const float *Bp, float *C, int ldc, int nr,
-                                                                        float alpha, float beta, int first) {
+                                                                        const float *Bp, float *C, int ldc, int r0,
+                                                                        int nr, float alpha, float beta, int first) {
     const float *r[4] = {A, A + 3 * lda, A + 6 * lda, A + 9 * lda};
     __m512 c[12][2];
     for (int i = 0; i < 12; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
     FMA_K_LOOP(__m512, 12, 32, _mm512_loadu_ps, BCAST_512, _mm512_fmadd_ps, A_ROWS, )
-    store_12x32(c, C, ldc, 12, nr, alpha, beta, first);
+    store_12x32(c, C, ldc, r0, 12, nr, alpha, beta, first);
 }
 
 /* bf16 operands (pairs of k packed in 32 bits), fp32 sums: VDPBF16PS takes two k a lane. */
@@ -148,7 +147,7 @@ __attribute__((target("avx512f,avx512bf16"))) static void kernel_avx512bf16(int 
             c[i][1] = _mm512_dpbf16_ps(c[i][1], ai, b1);
         }
     }
-    store_12x32(c, C, ldc, mr, nr, alpha, beta, first);
+    store_12x32(c, C, ldc, 0, mr, nr, alpha, beta, first);
 }
 
 __attribute__((target("avx2,fma"))) static void kernel_avx2(int kc, const float *Ap, const float *Bp, float *C, int ldc,
@@ -170,29 +169,30 @@ __attribute__((target("avx2,fma"))) static void kernel_avx2(int kc, const float 
 #define PF_COLS 32
 #define PF_ROW(k) _mm_prefetch((const char *)(A + (size_t)((k) + PF_COLS) * lda), _MM_HINT_T0)
 __attribute__((target("avx512f,fma"))) static void kernel_avx512_cols(int kc, const float *A, size_t lda,
-                                                                        const float *Bp, float *C, int ldc, int nr,
-                                                                        float alpha, float beta, int first) {
+                                                                        const float *Bp, float *C, int ldc, int r0,
+                                                                        int nr, float alpha, float beta, int first) {
     __m512 c[12][2];
     for (int i = 0; i < 12; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
     FMA_K_LOOP(__m512, 12, 32, _mm512_loadu_ps, BCAST_512, _mm512_fmadd_ps, A + (size_t)k * lda + i, PF_ROW(k))
-    store_12x32(c, C, ldc, 12, nr, alpha, beta, first);
+    store_12x32(c, C, ldc, r0, 12, nr, alpha, beta, first);
 }
 
 __attribute__((target("avx2,fma"))) static void kernel_avx2_rows(int kc, const float *A, size_t lda, const float *Bp,
-                                                                   float *C, int ldc, int nr, float alpha, float beta,
-                                                                   int first) {
+                                                                   float *C, int ldc, int r0, int nr, float alpha,
+                                                                   float beta, int first) {
     const float *r[2] = {A, A + 3 * lda};
     __m256 c[6][2];
     for (int i = 0; i < 6; i++) c[i][0] = c[i][1] = _mm256_setzero_ps();
     FMA_K_LOOP(__m256, 6, 16, _mm256_loadu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, A_ROWS, )
     float acc[6 * 16];
     for (int i = 0; i < 6; i++) _mm256_storeu_ps(acc + i * 16, c[i][0]), _mm256_storeu_ps(acc + i * 16 + 8, c[i][1]);
-    store_tile(C, ldc, acc, 16, 6, nr, alpha, beta, first);
+    store_tile(C + (size_t)r0 * ldc, ldc, acc + r0 * 16, 16, 6 - r0, nr, alpha, beta, first);
 }
 
 typedef void (*ukernel)(int, const float *, const float *, float *, int, int, int, float, float, int);
-/* whole MR-row panels of op(A) read in place: (kc, A, lda, Bp, C, ldc, nr, alpha, beta, first) */
-typedef void (*ukernel_inplace)(int, const float *, size_t, const float *, float *, int, int, float, float, int);
+/* whole MR-row panels of op(A) read in place, rows r0 .. MR stored: (kc, A, lda, Bp, C, ldc, r0, nr,
+ * alpha, beta, first) */
+typedef void (*ukernel_inplace)(int, const float *, size_t, const float *, float *, int, int, int, float, float, int);
 
 typedef struct {
     ukernel fn, bf16;           /* bf16: NULL where the CPU has no AVX512-BF16 */
@@ -377,16 +377,20 @@ static void pack_b_chunk(const plan *pl, int kc0, int klen) {
 }
 
 /* fp32 with op(A) read where it lies (fn: the arch's rows kernel, or its cols kernel for Aᵀ):
- * whole panels in place, a last partial one packed. */
+ * whole panels in place. A last partial panel is a whole one too where the block has MR rows:
+ * the panel that ends with the block's last row, whose first rows (another panel's) are
+ * computed again and not stored; the same sums, so the same bits as packing the partial
+ * panel, which a block of fewer rows still does (packing a row or two cost attention's 85-row
+ * products a tenth of their time). */
 static void run_block_inplace(const plan *pl, ukernel_inplace fn, int m0, int mc, int n0, int nc, int kc0, int klen,
                               float *ap) {
     const gemm_job *j = pl->j;
     const arch *a = pl->a;
-    int whole = mc / a->mr * a->mr;
+    int whole = mc / a->mr * a->mr, rem = mc - whole, overlap = rem && mc >= a->mr;
     size_t lda = (size_t)j->lda, step = j->ta ? 1 : lda; /* from one row of op(A) to the next */
     for (int k0 = 0; k0 < klen; k0 += KC) {
         int kc = klen - k0 < KC ? klen - k0 : KC, first = kc0 + k0 == 0;
-        if (whole < mc) pack_a(ap, j, m0 + whole, mc - whole, kc0 + k0, kc, a->mr);
+        if (rem && !overlap) pack_a(ap, j, m0 + whole, rem, kc0 + k0, kc, a->mr);
         const float *bk = pl->bp + kbase(pl, k0);
         const float *ak = j->A + (j->ta ? (size_t)(kc0 + k0) * lda + m0 : (size_t)m0 * lda + kc0 + k0);
         for (int q = 0; q < nc; q += a->nr) {
@@ -394,9 +398,12 @@ static void run_block_inplace(const plan *pl, ukernel_inplace fn, int m0, int mc
             const float *bq = bk + (size_t)(n0 + q) * kc;
             float *cq = j->C + (size_t)m0 * j->ldc + n0 + q;
             for (int p = 0; p < whole; p += a->mr)
-                fn(kc, ak + p * step, lda, bq, cq + (size_t)p * j->ldc, j->ldc, nr, j->alpha, j->beta, first);
-            if (whole < mc)
-                a->fn(kc, ap, bq, cq + (size_t)whole * j->ldc, j->ldc, mc - whole, nr, j->alpha, j->beta, first);
+                fn(kc, ak + p * step, lda, bq, cq + (size_t)p * j->ldc, j->ldc, 0, nr, j->alpha, j->beta, first);
+            if (overlap)
+                fn(kc, ak + (mc - a->mr) * step, lda, bq, cq + (size_t)(mc - a->mr) * j->ldc, j->ldc, a->mr - rem, nr,
+                   j->alpha, j->beta, first);
+            else if (rem)
+                a->fn(kc, ap, bq, cq + (size_t)whole * j->ldc, j->ldc, rem, nr, j->alpha, j->beta, first);
         }
     }
 }
