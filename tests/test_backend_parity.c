@@ -611,8 +611,9 @@ static void run_rms_t(trm_backend *b, int fused, float *y, float *rstd, float *d
 }
 
 /* {B, T, D, Tp − T, residual}: Sudoku's token norm (97 of 104); channels not a multiple of a
- * block's tile; two positions; T past the shared-memory tiles (the warp-a-row kernels); no
- * residual; odd channels and rows (the pairs do not line up: the warp-a-row kernels) */
+ * block's tile; two positions; T = 1600, past the shared-memory tiles but for bf16's forward (the
+ * warp-a-row kernels: both of fp32, bf16's backward); no residual; odd channels and rows (the
+ * pairs do not line up: the warp-a-row kernels in both types) */
 static void rmsnorm_t_cases(pair *p, int bf16) {
     tr_rng r = {41};
     int dims[][5] = {{3, 97, 512, 7, 1}, {2, 30, 70, 2, 1}, {2, 2, 6, 6, 1}, {2, 1600, 24, 0, 1}, {4, 33, 40, 3, 0},

@@ -7,7 +7,7 @@
 #include "cpu.h"
 
 /* PyTorch squares in float and takes the mean with wide accumulation, then adds eps and
- * takes rsqrt in float. y may alias x or res: each element is read before it is written. */
+ * takes rsqrt in float. */
 static float rms_scale(const float *x, const float *res, int dim, float eps) {
     double ss = 0.0;
     if (res) {
@@ -24,6 +24,7 @@ static float rms_scale(const float *x, const float *res, int dim, float eps) {
     return 1.0f / sqrtf(var + eps);
 }
 
+/* y may alias x or res: each element is read before it is written. */
 static void rms_row(float *y, float *rstd, const float *x, const float *res, int dim, float eps) {
     float r = rms_scale(x, res, dim, eps);
     if (rstd) *rstd = r;

@@ -200,8 +200,9 @@ void k_rmsnorm_bwd(cudaStream_t st, int dt, void *dx, const void *dy, const void
  * memory, and the (B, T, D) side holds C·esz contiguous bytes a position, so both sides move
  * as pairs of elements, a warp's accesses along one contiguous run. The (C × T) tile sits in
  * shared memory as channel rows SP elements apart, SP ≡ 2 (mod 4): the threads of a warp, one
- * channel pair each at one position, fall on distinct banks (two-way for bf16). Each row's sum
- * is a warp's over the tile (lanes along t). */
+ * channel pair each at one position, meet two to a bank in bf16 (four in fp32, whose pairs'
+ * 8-byte stores rule out an odd pitch). Each row's sum is a warp's over the tile (lanes along
+ * t). */
 #define RT_THREADS 256
 
 /* element pairs: bf16 as one 4-byte word, fp32 as 8 bytes */
@@ -283,6 +284,8 @@ __global__ void __launch_bounds__(RT_THREADS) rmsnorm_t_bwd_tile(T *dx, const T 
             sv[c * SP + t] = from_f<T>(v.x), sv[(c + 1) * SP + t] = from_f<T>(v.y);
         }
         __syncthreads();
+        /* the row goes out in pairs up to Tp: the pads' tile values (never written) are read and
+         * dropped by the selects */
         for (int c = warp; c < cn; c += RT_THREADS / 32) {
             float dot = 0.f;
             for (int t = lane; t < Tn; t += 32) dot += to_f(sg[c * SP + t]) * to_f(sv[c * SP + t]);
@@ -311,8 +314,9 @@ static int rt_channels(size_t per_c) {
     return 0;
 }
 
-/* Where not even 8 channels' tiles fit (T past ~1500) or the pairs do not line up, a warp a
- * channel row straight from memory: the same sums, the (B, T, D) side read or written D apart. */
+/* Where not even 8 channels' tiles fit in 48 KiB (the backward's from Tp ≈ 1530 in bf16 and 766
+ * in fp32, the forward's from ≈ 3060 and 1530) or the pairs do not line up, a warp a channel
+ * row straight from memory: the same sums, the (B, T, D) side read or written D apart. */
 template <typename T>
 __global__ void rmsnorm_t_fwd_any(T *y, float *rstd, const T *x, const T *res, int B, int Tn, int Tp, int D,
                                   float eps) {

@@ -349,7 +349,8 @@ void trm_cpu_caps_here(trm_caps *caps);
  * CPU's vector kernels where OpenBLAS's detection fails; a bounded spin at OpenMP barriers).
  * Call first thing in main(); may re-execute the program once (same argv). */
 void trm_cpu_env(char **argv);
-/* Wraps a backend so that every op is timed; the table is printed on destroy (TRM_PROFILE=1). */
+/* Wraps a backend so that every op is timed; the table is printed on destroy (TRM_PROFILE=1; 2
+ * adds the GEMMs by shape). */
 trm_backend *trm_profile_wrap(trm_backend *inner);
 /* Zeroes the profiler's tables (no-op for any other backend). */
 void trm_profile_reset(trm_backend *b);

@@ -26,8 +26,9 @@ static const char *const op_names[OP_COUNT] = {
 #undef X
 };
 
-/* one GEMM shape's time (TRM_PROFILE=2) */
+/* one GEMM shape's time (TRM_PROFILE=2), types included */
 typedef struct {
+    trm_gemm_dt dt;
     int ta, tb, M, N, K, batch;
     double seconds;
     long calls;
@@ -40,6 +41,7 @@ typedef struct {
     long calls[OP_COUNT];
     double gemm_flops;
     int by_shape, nshapes;
+    long untallied; /* calls of shapes past the table's PROFILE_SHAPES */
     gemm_shape shapes[PROFILE_SHAPES];
 } profile;
 
@@ -59,6 +61,11 @@ static void done(trm_backend *b, int op, double t0) {
         done(b, OP_##name, t0);                   \
     }
 
+static int same_shape(const gemm_shape *x, const gemm_shape *y) {
+    return x->dt.a == y->dt.a && x->dt.b == y->dt.b && x->dt.c == y->dt.c && x->ta == y->ta && x->tb == y->tb &&
+           x->M == y->M && x->N == y->N && x->K == y->K && x->batch == y->batch;
+}
+
 static void w_gemm(trm_backend *b, trm_gemm_dt dt, int ta, int tb, int M, int N, int K, float alpha, const void *A,
                    int lda, int64_t sA, const void *B, int ldb, int64_t sB, float beta, void *C, int ldc, int64_t sC,
                    int batch) {
@@ -69,12 +76,14 @@ static void w_gemm(trm_backend *b, trm_gemm_dt dt, int ta, int tb, int M, int N,
     profile *p = P(b);
     if (!p->by_shape) return;
     int i = 0;
-    while (i < p->nshapes && !(p->shapes[i].ta == ta && p->shapes[i].tb == tb && p->shapes[i].M == M &&
-                               p->shapes[i].N == N && p->shapes[i].K == K && p->shapes[i].batch == batch))
-        i++;
+    gemm_shape key = {dt, ta, tb, M, N, K, batch, 0, 0};
+    while (i < p->nshapes && !same_shape(&p->shapes[i], &key)) i++;
     if (i == p->nshapes) {
-        if (i == PROFILE_SHAPES) return; /* the rest go untallied by shape */
-        p->shapes[p->nshapes++] = (gemm_shape){ta, tb, M, N, K, batch, 0, 0};
+        if (i == PROFILE_SHAPES) {
+            p->untallied++;
+            return;
+        }
+        p->shapes[p->nshapes++] = key;
     }
     p->shapes[i].seconds += trm_now_seconds() - t0;
     p->shapes[i].calls++;
@@ -89,10 +98,12 @@ static void print_shapes(profile *p) {
         if (best < 0) break;
         gemm_shape *g = &p->shapes[best];
         double fl = 2.0 * g->M * g->N * (double)g->K * g->batch * g->calls;
-        fprintf(stderr, "    gemm %c%c M %6d N %6d K %6d x%-4d %8.3f s %6ld calls %9.1f GFLOP/s\n", g->ta ? 'T' : 'N',
-                g->tb ? 'T' : 'N', g->M, g->N, g->K, g->batch, g->seconds, g->calls, fl / (g->seconds + 1e-12) / 1e9);
+        fprintf(stderr, "    gemm %c%c %s M %6d N %6d K %6d x%-4d %8.3f s %6ld calls %9.1f GFLOP/s\n",
+                g->ta ? 'T' : 'N', g->tb ? 'T' : 'N', g->dt.a == TRM_BF16 || g->dt.b == TRM_BF16 ? "bf16" : "fp32",
+                g->M, g->N, g->K, g->batch, g->seconds, g->calls, fl / (g->seconds + 1e-12) / 1e9);
         g->calls = -g->calls;
     }
+    if (p->untallied) fprintf(stderr, "    (%ld calls of further shapes not listed)\n", p->untallied);
 }
 WRAP(add, (trm_backend * b, void *y, const void *x1, const void *x2, size_t n), (P(b)->inner, y, x1, x2, n))
 WRAP(axpy, (trm_backend * b, void *y, const void *x, float a, size_t n), (P(b)->inner, y, x, a, n))
@@ -228,6 +239,7 @@ void trm_profile_reset(trm_backend *b) {
     memset(p->calls, 0, sizeof p->calls);
     p->gemm_flops = 0;
     p->nshapes = 0;
+    p->untallied = 0;
 }
 
 trm_backend *trm_profile_wrap(trm_backend *inner) {

@@ -32,7 +32,7 @@ int trm_device_choose(const char *spec, const trm_device_request *req, trm_devic
 int trm_device_policy(const char *name, const trm_caps *caps, const trm_device_request *req, int *compile,
                       int *bf16, FILE *warn, trm_err *e);
 /* Creates the chosen backend (use_bf16 set from the choice); wrapped in the op profiler
- * when the environment has TRM_PROFILE=1. */
+ * when the environment has TRM_PROFILE=1 (or 2: the GEMMs by shape too). */
 trm_backend *trm_device_open(const trm_device_choice *dc, trm_err *e);
 
 /* Distributed runs: the GPU of local rank r is the chosen index (0 if none) + r; when the

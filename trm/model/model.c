@@ -251,7 +251,8 @@ static void carve_block(trm_model *m, arena *a, trm_block_acts *k, const shared_
         k->inT = arena_take(a, RT * m->Tp, e);
         k->gut = sh->share_gu ? sh->gut : arena_take(a, RT * 2 * m->It, e);
         k->actt = sh->actt;
-        k->y1T = norm_t(m) ? NULL : arena_take(a, RT * m->Tp, e); /* else the backward reads y1 */
+        /* with the fused pair the backward reads y1, and y1ᵀ is not kept */
+        k->y1T = norm_t(m) ? NULL : arena_take(a, RT * m->Tp, e);
         k->rstd1 = arena_take(a, RT, f);
     } else {
         k->qkv = arena_take(a, R * 3 * m->A, e);
