@@ -895,6 +895,53 @@ static void attention_case(trm_backend *be, tr_rng *r, int B, int T, int H, int 
     free(dqkv);
 }
 
+/* RoPE inside the attention passes: the forward (each head's q and k rotated in its task, left
+ * rotated) and the backward (dq and dk rotated back in the head's task) give the bits of
+ * rope_fwd then attention_fwd, and of attention_bwd then rope_bwd; where a head's queries
+ * span blocks (T past 128) the forward declines and writes nothing. 1 and 3 threads. */
+START_TEST(test_attention_rope_fused) {
+    trm_backend *be = mk();
+    tr_rng r = {53};
+    int dims[][3] = {{3, 85, 2}, {2, 130, 1}, {1, 7, 3}};
+    for (int k = 0; k < 3; k++) {
+        int B = dims[k][0], T = dims[k][1], H = dims[k][2], hd = 64;
+        size_t nq = (size_t)B * T * 3 * H * hd, no = (size_t)B * T * H * hd, nl = (size_t)B * H * T;
+        float *qkv = frand(&r, nq, -1, 1), *dout = frand(&r, no, -1, 1);
+        float *cs = malloc((size_t)T * hd * sizeof(float)), *sn = malloc((size_t)T * hd * sizeof(float));
+        rope_tables(T, hd, cs, sn);
+        float *q0 = malloc(nq * sizeof(float)), *o0 = fzeros(no), *l0 = fzeros(nl), *d0 = fzeros(nq);
+        memcpy(q0, qkv, nq * sizeof(float));
+        be->rope_fwd(be, q0, cs, sn, B, T, H, hd);
+        be->attention_fwd(be, o0, l0, q0, B, T, H, hd);
+        be->attention_bwd(be, d0, dout, q0, o0, l0, B, T, H, hd);
+        be->rope_bwd(be, d0, cs, sn, B, T, H, hd);
+        for (int threads = 1; threads <= 3; threads += 2) {
+            set_threads(threads);
+            float *q1 = malloc(nq * sizeof(float)), *o1 = frand(&r, no, 5, 6), *l1 = frand(&r, nl, 5, 6);
+            float *d1 = frand(&r, nq, 5, 6), *o1c = malloc(no * sizeof(float));
+            memcpy(q1, qkv, nq * sizeof(float));
+            memcpy(o1c, o1, no * sizeof(float));
+            int done = be->attention_fwd_rope(be, o1, l1, q1, cs, sn, B, T, H, hd, 1);
+            ck_assert_int_eq(done, T <= 128);
+            if (done) {
+                ck_assert_msg(memcmp(q1, q0, nq * sizeof(float)) == 0, "fused RoPE forward: q, k, T %d", T);
+                ck_assert_msg(memcmp(o1, o0, no * sizeof(float)) == 0, "fused RoPE forward: out, T %d", T);
+                ck_assert_msg(memcmp(l1, l0, nl * sizeof(float)) == 0, "fused RoPE forward: lse, T %d", T);
+            } else {
+                ck_assert_msg(memcmp(q1, qkv, nq * sizeof(float)) == 0, "declined, but qkv written");
+                ck_assert_msg(memcmp(o1, o1c, no * sizeof(float)) == 0, "declined, but out written");
+            }
+            be->attention_bwd_rope(be, d1, dout, q0, o0, l0, cs, sn, B, T, H, hd);
+            ck_assert_msg(memcmp(d1, d0, nq * sizeof(float)) == 0, "fused RoPE backward, T %d, %d threads", T, threads);
+            free(q1), free(o1), free(l1), free(d1), free(o1c);
+        }
+        set_threads(2);
+        free(qkv), free(dout), free(cs), free(sn), free(q0), free(o0), free(l0), free(d0);
+    }
+    be->destroy(be);
+}
+END_TEST
+
 START_TEST(test_attention) {
     trm_backend *be = mk();
     tr_rng r = {6};
@@ -1562,6 +1609,7 @@ static Suite *backend_cpu_suite(void) {
     tcase_add_test(tc, test_gate_up_swiglu);
     tcase_add_test(tc, test_rope);
     tcase_add_test(tc, test_attention);
+    tcase_add_test(tc, test_attention_rope_fused);
     tcase_add_test(tc, test_bias);
     tcase_add_test(tc, test_embed);
     tcase_add_test(tc, test_embed_bwd_large);

@@ -1,5 +1,7 @@
 /* attention.c — non-causal attention on the fused QKV activation, its scores computed a block
- * of query rows at a time by the cpu GEMM (backend_cpu.c) and normalised with cpu.h's exp. */
+ * of query rows at a time by the cpu GEMM (backend_cpu.c) and normalised with cpu.h's exp;
+ * with RoPE's tables, the rotation of a head's q and k (forward) or of its dq and dk (backward)
+ * inside the head's own task, while its rows are in cache, where a task holds a whole head. */
 #include <math.h>
 
 #include "cpu.h"
@@ -16,9 +18,10 @@
 
 typedef struct {
     int T, H, hd;
-    size_t ld;   /* row stride of qkv / dqkv: 3·H·hd */
-    size_t ldo;  /* row stride of out / dout: H·hd */
-    float scale; /* 1/√hd */
+    size_t ld;             /* row stride of qkv / dqkv: 3·H·hd */
+    size_t ldo;            /* row stride of out / dout: H·hd */
+    float scale;           /* 1/√hd */
+    const float *cos, *sin; /* RoPE's tables (T × hd), or NULL: no rotation in the tasks */
 } att_dims;
 
 static void softmax_rows(float *S, float *lse, int nb, int T) {
@@ -52,16 +55,20 @@ static void att_fwd_block(const att_dims *d, float *out, float *lse, const float
 static void att_fwd_task(const att_dims *d, float *out, float *lse, const float *qkv, int k,
                          int nqb, float *S) {
     int T = d->T, H = d->H, b = k / (H * nqb), h = (k / nqb) % H, qb = k % nqb;
+    if (d->cos) { /* one block a head (nqb = 1): this task is the head's only reader; qkv is
+                   * attention_fwd_rope's, which the caller hands over writable */
+        float *q = (float *)qkv + (size_t)b * T * d->ld + (size_t)h * d->hd;
+        cpu_rope_rows(q, d->ld, d->cos, d->sin, 0, T, d->hd, 0);
+        cpu_rope_rows(q + (size_t)H * d->hd, d->ld, d->cos, d->sin, 0, T, d->hd, 0);
+    }
     att_fwd_block(d, out + (size_t)b * T * d->ldo, lse + ((size_t)b * H + h) * T,
                   qkv + (size_t)b * T * d->ld, h, qb * ATT_QB, S);
 }
 
-void cpu_attention_fwd(trm_backend *be, void *outv, float *lse, const void *qkvv, int B,
-                       int T, int H, int hd) {
-    float *out = outv;
-    const float *qkv = qkvv;
+static void attention_fwd_impl(trm_backend *be, float *out, float *lse, const float *qkv, int B, int T, int H,
+                               int hd, const float *cos, const float *sin) {
     if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
-    att_dims d = {T, H, hd, (size_t)3 * H * hd, (size_t)H * hd, 1.0f / sqrtf((float)hd)};
+    att_dims d = {T, H, hd, (size_t)3 * H * hd, (size_t)H * hd, 1.0f / sqrtf((float)hd), cos, sin};
     int nqb = (T + ATT_QB - 1) / ATT_QB, tasks = B * H * nqb, nt = max_threads();
     size_t per = (size_t)ATT_QB * T;
     float *S = cpu_scratch(be, per * nt);
@@ -72,6 +79,21 @@ void cpu_attention_fwd(trm_backend *be, void *outv, float *lse, const void *qkvv
     } else {
         for (int k = 0; k < tasks; k++) att_fwd_task(&d, out, lse, qkv, k, nqb, S);
     }
+}
+
+void cpu_attention_fwd(trm_backend *be, void *out, float *lse, const void *qkv, int B, int T, int H, int hd) {
+    attention_fwd_impl(be, out, lse, qkv, B, T, H, hd, NULL, NULL);
+}
+
+/* rope_fwd then attention_fwd, the rotation in each head's task; q and k are left rotated as
+ * rope_fwd leaves them (keep or not). Declined where a head's queries span blocks (T past
+ * ATT_QB: tasks of one head would read k while another rotates it). */
+int cpu_attention_fwd_rope(trm_backend *be, void *out, float *lse, void *qkv, const float *cos, const float *sin,
+                           int B, int T, int H, int hd, int keep) {
+    (void)keep;
+    if (T > ATT_QB) return 0;
+    attention_fwd_impl(be, out, lse, qkv, B, T, H, hd, cos, sin);
+    return 1;
 }
 
 /* One (b, h): recompute P = exp(S − lse) block by block; dV += Pᵀ dO; dP = dO Vᵀ;
@@ -107,6 +129,10 @@ static void att_bwd_head(const att_dims *d, float *dqkv, const float *dout, cons
         cpu_sgemm(0, 0, nb, hd, T, d->scale, dP, T, K, ld, 0.0f, dQ, ld, 0);
         cpu_sgemm(1, 0, T, hd, nb, d->scale, dP, T, Q, ld, beta, dK, ld, 0);
     }
+    if (d->cos) { /* dq and dk whole: their rotation's transpose while the rows are in cache */
+        cpu_rope_rows(dqkv + (size_t)h * hd, d->ld, d->cos, d->sin, 0, T, hd, 1);
+        cpu_rope_rows(dK, d->ld, d->cos, d->sin, 0, T, hd, 1);
+    }
 }
 
 static void att_bwd_task(const att_dims *d, float *dqkv, const float *dout, const float *qkv,
@@ -117,12 +143,10 @@ static void att_bwd_task(const att_dims *d, float *dqkv, const float *dout, cons
                  buf, buf + (size_t)ATT_QB * T);
 }
 
-void cpu_attention_bwd(trm_backend *be, void *dqkvv, const void *doutv, const void *qkvv,
-                       const void *outv, const float *lse, int B, int T, int H, int hd) {
-    float *dqkv = dqkvv;
-    const float *dout = doutv, *qkv = qkvv, *out = outv;
+static void attention_bwd_impl(trm_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
+                               const float *lse, int B, int T, int H, int hd, const float *cos, const float *sin) {
     if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
-    att_dims d = {T, H, hd, (size_t)3 * H * hd, (size_t)H * hd, 1.0f / sqrtf((float)hd)};
+    att_dims d = {T, H, hd, (size_t)3 * H * hd, (size_t)H * hd, 1.0f / sqrtf((float)hd), cos, sin};
     int tasks = B * H, nt = max_threads();
     size_t per = (size_t)2 * ATT_QB * T;
     float *buf = cpu_scratch(be, per * nt);
@@ -135,11 +159,15 @@ void cpu_attention_bwd(trm_backend *be, void *dqkvv, const void *doutv, const vo
     }
 }
 
-/* The backward and RoPE's transpose rotation of dq and dk: two passes here, as the model would
- * run them (the op exists for backends that rotate on the way out). */
+void cpu_attention_bwd(trm_backend *be, void *dqkv, const void *dout, const void *qkv, const void *out,
+                       const float *lse, int B, int T, int H, int hd) {
+    attention_bwd_impl(be, dqkv, dout, qkv, out, lse, B, T, H, hd, NULL, NULL);
+}
+
+/* The backward and RoPE's transpose rotation of dq and dk, each head's in its own task (the
+ * same steps as rope_bwd after the backward: the same bits). */
 void cpu_attention_bwd_rope(trm_backend *be, void *dqkv, const void *dout, const void *qkv,
                             const void *out, const float *lse, const float *cos,
                             const float *sin, int B, int T, int H, int hd) {
-    cpu_attention_bwd(be, dqkv, dout, qkv, out, lse, B, T, H, hd);
-    cpu_rope_bwd(be, dqkv, cos, sin, B, T, H, hd);
+    attention_bwd_impl(be, dqkv, dout, qkv, out, lse, B, T, H, hd, cos, sin);
 }

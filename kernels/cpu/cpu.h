@@ -155,6 +155,7 @@ void cpu_rope_fwd(trm_backend *be, void *qkv, const float *cos, const float *sin
                   int T, int H, int hd);
 void cpu_rope_bwd(trm_backend *be, void *dqkv, const float *cos, const float *sin, int B,
                   int T, int H, int hd);
+void cpu_rope_rows(float *x, size_t ld, const float *cos, const float *sin, int t0, int n, int hd, int transpose);
 
 /* attention.c */
 void cpu_attention_fwd(trm_backend *be, void *outv, float *lse, const void *qkvv, int B,
@@ -164,6 +165,8 @@ void cpu_attention_bwd(trm_backend *be, void *dqkvv, const void *doutv, const vo
 void cpu_attention_bwd_rope(trm_backend *be, void *dqkv, const void *dout, const void *qkv,
                             const void *out, const float *lse, const float *cos,
                             const float *sin, int B, int T, int H, int hd);
+int cpu_attention_fwd_rope(trm_backend *be, void *out, float *lse, void *qkv, const float *cos, const float *sin,
+                           int B, int T, int H, int hd, int keep);
 
 /* embed.c */
 void cpu_embed_fwd(trm_backend *be, void *outv, const trm_embed_args *a);

@@ -77,7 +77,7 @@ void cpu_rmsnorm_t_fwd(trm_backend *be, void *yv, float *rstd, const void *xv, c
     float *y = yv;
     const float *x = xv, *res = resv;
     if (T <= 0) return;
-#pragma omp parallel for schedule(static) if ((size_t)B * D * T >= PAR_MIN)
+#pragma omp parallel for schedule(guided) if ((size_t)B * D * T >= PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int d = 0; d < D; d++) {
             size_t r = (size_t)b * D + d, o = r * Tp;
@@ -99,7 +99,7 @@ void cpu_rmsnorm_t_bwd(trm_backend *be, void *dxv, const void *dyv, const void *
 #pragma omp parallel if ((size_t)B * D * T >= PAR_MIN)
     {
         float *col = xmalloc(2 * (size_t)T * sizeof(float));
-#pragma omp for schedule(static)
+#pragma omp for schedule(guided)
         for (int b = 0; b < B; b++) {
             for (int d = 0; d < D; d++) {
                 size_t r = (size_t)b * D + d, c = (size_t)b * T * D + d;

@@ -42,6 +42,18 @@ static void rope_apply(float *qkv, const float *cos, const float *sin, int B, in
     }
 }
 
+/* One head's slice in n rows ld apart, positions t0.., rotated (or with transpose its
+ * transpose) as rope_apply rotates it: the attention passes that take RoPE in their tasks. */
+void cpu_rope_rows(float *x, size_t ld, const float *cos, const float *sin, int t0, int n, int hd, int transpose) {
+    for (int i = 0; i < n; i++) {
+        const float *c = cos + (size_t)(t0 + i) * hd, *s = sin + (size_t)(t0 + i) * hd;
+        if (transpose)
+            rope_head_t(x + (size_t)i * ld, c, s, hd / 2);
+        else
+            rope_head(x + (size_t)i * ld, c, s, hd / 2);
+    }
+}
+
 void cpu_rope_fwd(trm_backend *be, void *qkv, const float *cos, const float *sin, int B,
                   int T, int H, int hd) {
     rope_apply(qkv, cos, sin, B, T, H, hd, 0);

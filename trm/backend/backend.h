@@ -168,7 +168,8 @@ struct trm_backend {
                                const void *out, const float *lse, const float *cos,
                                const float *sin, int B, int T, int H, int hd);
     /* Optional: rope_fwd then attention_fwd in one pass where the backend can (cuda's Hopper flash
-     * forward rotates q and k as they reach shared memory). With keep, qkv's q and k are left
+     * forward rotates q and k as they reach shared memory; cpu's tasks each rotate their head's
+     * while it is in cache). With keep, qkv's q and k are left
      * rotated, as rope_fwd leaves them, for the backward; without, they may be left either way
      * (the caller reads them no more). Returns 0, having done nothing, where it does not take the
      * call; the caller then runs the two ops. */
@@ -288,12 +289,13 @@ struct trm_backend {
     X(transpose) X(rmsnorm_fwd) X(rmsnorm_bwd) X(swiglu_fwd) X(swiglu_bwd) X(rope_fwd) X(rope_bwd)      \
     X(attention_fwd) X(attention_bwd) X(bias_fwd) X(bias_bwd) X(embed_fwd) X(embed_bwd) X(loss_head)   \
     X(act_reset) X(act_update) X(q_target) X(adam_atan2) X(sign_sgd_sparse) X(ema)
-/* the fused passes (optional): gate/up + SwiGLU, attention backward + RoPE's, mlp_t's norm with
- * its transposes */
+/* the fused passes (optional): gate/up + SwiGLU, attention with RoPE's rotation (forward) or its
+ * transpose (backward), mlp_t's norm with its transposes */
 #define TRM_OPS_FUSED(X) \
-    X(gate_up_swiglu) X(gate_up_swiglu_bwd) X(attention_bwd_rope) X(rmsnorm_t_fwd) X(rmsnorm_t_bwd)
+    X(gate_up_swiglu) X(gate_up_swiglu_bwd) X(attention_fwd_rope) X(attention_bwd_rope) X(rmsnorm_t_fwd)          \
+    X(rmsnorm_t_bwd)
 /* fused passes only a GPU backend has (optional) */
-#define TRM_OPS_FUSED_GPU(X) X(token_mlp_fwd) X(attention_fwd_rope)
+#define TRM_OPS_FUSED_GPU(X) X(token_mlp_fwd)
 /* with caps.bf16_acts */
 #define TRM_OPS_BF16_ACTS(X) X(convert)
 /* with caps.compile */
