@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every line trm prints fits 80 columns: a whole default cpu run (cfg=tiny) piped and under
 # script(1) at an 80-column terminal (the status line included: it is split at '\r'), and
-# help, inspect, devices and bench. Full detail stays in metrics.jsonl and report.html.
+# help, inspect, devices and bench (with the op profiler's tables too). Full detail stays in
+# metrics.jsonl and report.html.
 set -uo pipefail
 TRM=$1 SRC=$2 GOLDEN=$3 TMP=$4
 fail() { echo "FAIL: $*"; exit 1; }
@@ -46,4 +47,10 @@ done
 "$TRM" bench cfg=tiny --steps 2 --warmup 1 > bench.txt 2>&1 || fail "bench"
 grep -q "64 x 16 tokens" bench.txt || fail "bench cfg=tiny does not time the 4x4 Sudoku's 16 tokens: $(cat bench.txt)"
 check bench.txt "bench"
+# the op profiler's table and its GEMMs by shape (TRM_PROFILE=2) fit too, and list the shapes
+TRM_PROFILE=2 "$TRM" bench cfg=tiny --steps 2 --warmup 1 > profile.txt 2>&1 || fail "bench under TRM_PROFILE=2"
+grep -q "^trm profile (cpu backend)" profile.txt || fail "no profile table: $(cat profile.txt)"
+grep -Eq "^    [NT][NT] fp32 +[0-9]+ x +[0-9]+ x +[0-9]+ x[0-9]+ .* GFLOP/s$" profile.txt ||
+  fail "TRM_PROFILE=2 lists no GEMM shape: $(cat profile.txt)"
+check profile.txt "bench under TRM_PROFILE=2"
 echo OK

@@ -98,9 +98,9 @@ static void print_shapes(profile *p) {
         if (best < 0) break;
         gemm_shape *g = &p->shapes[best];
         double fl = 2.0 * g->M * g->N * (double)g->K * g->batch * g->calls;
-        fprintf(stderr, "    gemm %c%c %s M %6d N %6d K %6d x%-4d %8.3f s %6ld calls %9.1f GFLOP/s\n",
-                g->ta ? 'T' : 'N', g->tb ? 'T' : 'N', g->dt.a == TRM_BF16 || g->dt.b == TRM_BF16 ? "bf16" : "fp32",
-                g->M, g->N, g->K, g->batch, g->seconds, g->calls, fl / (g->seconds + 1e-12) / 1e9);
+        fprintf(stderr, "    %c%c %s %5d x%5d x%5d x%-3d %7.3f s %6ld calls %8.1f GFLOP/s\n", g->ta ? 'T' : 'N',
+                g->tb ? 'T' : 'N', g->dt.a == TRM_BF16 || g->dt.b == TRM_BF16 ? "bf16" : "fp32", g->M, g->N, g->K,
+                g->batch, g->seconds, g->calls, fl / (g->seconds + 1e-12) / 1e9);
         g->calls = -g->calls;
     }
     if (p->untallied) fprintf(stderr, "    (%ld calls of further shapes not listed)\n", p->untallied);
