@@ -24,7 +24,7 @@
 #if defined(__x86_64__) && !defined(TRM_NO_OWN_GEMM)
 #include <immintrin.h>
 
-#include "transpose16.h"
+#include "pack512.h"
 #ifdef __linux__
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -92,9 +92,6 @@ int trm_gemm_amx_available(void) { return amx_mode() != 0; }
 /* ---- packing ---- */
 
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
-
-/* The first n of 16 lanes (none for n ≤ 0, all for n ≥ 16). */
-static inline __mmask16 lanes(int n) { return n <= 0 ? 0 : n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1); }
 
 /* n floats (n ≤ 32) of src as bf16 at dst, zeros up to 32: two vector conversions. */
 BF_TARGET static inline void cvt32(uint16_t *dst, const float *src, int n) {

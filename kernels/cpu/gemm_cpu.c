@@ -29,7 +29,7 @@ void *trm_gemm_buffer(size_t bytes) {
 #if defined(__x86_64__) && !defined(TRM_NO_OWN_GEMM)
 #include <immintrin.h>
 
-#include "transpose16.h"
+#include "pack512.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -69,8 +69,7 @@ __attribute__((target("avx512f"))) static inline void store_12x32(__m512 c[12][2
                                                                   int nr, float alpha, float beta, int first) {
     __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
     int scale_old = first && beta != 1.0f, read_old = !first || beta != 0.0f;
-    __mmask16 mk[2] = {(__mmask16)(nr >= 16 ? 0xffffu : (1u << nr) - 1),
-                       (__mmask16)(nr >= 32 ? 0xffffu : nr > 16 ? (1u << (nr - 16)) - 1 : 0)};
+    __mmask16 mk[2] = {lanes(nr), lanes(nr - 16)};
     for (int i = r0; i < mr; i++)
         for (int h = 0; h < 2; h++) {
             float *p = C + (size_t)i * ldc + 16 * h;
@@ -247,7 +246,7 @@ __attribute__((target("avx512f"))) static void pack_bt_32(float *dst, const gemm
     for (int c0 = 0; c0 < 32; c0 += 16)
         for (int kb = 0; kb < kc; kb += 16) {
             int kn = kc - kb < 16 ? kc - kb : 16;
-            __mmask16 km = (__mmask16)((1u << kn) - 1);
+            __mmask16 km = lanes(kn);
             __m512i r[16];
             for (int i = 0; i < 16; i++)
                 r[i] = c0 + i < cols ? _mm512_castps_si512(_mm512_maskz_loadu_ps(
@@ -272,8 +271,7 @@ static void pack_b_panel(float *dst, const gemm_job *j, int q, int k0, int kc, i
             for (int k = 0; k < kc; k++) dst[k * nr + c] = 0.0f;
     } else if (nr == 32) { /* a k's 32 columns (the AVX-512 kernel's panel): two masked vectors,
                             * where a memcpy call cost more */
-        __mmask16 lo = (__mmask16)(cols >= 16 ? 0xffffu : (1u << cols) - 1);
-        __mmask16 hi = (__mmask16)(cols >= 32 ? 0xffffu : cols > 16 ? (1u << (cols - 16)) - 1 : 0);
+        __mmask16 lo = lanes(cols), hi = lanes(cols - 16);
         for (int k = 0; k < kc; k++)
             copy_32_avx512(dst + (size_t)k * nr, j->B + (size_t)(k0 + k) * j->ldb + n0, lo, hi);
     } else {

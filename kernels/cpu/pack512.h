@@ -1,8 +1,12 @@
-/* transpose16.h — a 16 × 16 block of 32-bit values transposed in AVX-512 registers, for the
- * GEMMs' packing (gemm_cpu.c: op(B)'s rows into k-major panels; gemm_amx.c: bf16 pairs). */
-#ifndef TRM_TRANSPOSE16_H
-#define TRM_TRANSPOSE16_H
+/* pack512.h — what the GEMMs' AVX-512 packing and stores share (gemm_cpu.c, gemm_amx.c): the
+ * masks of a vector's first lanes, and a 16 × 16 block of 32-bit values transposed in
+ * registers (gemm_cpu.c: op(B)'s rows into k-major panels; gemm_amx.c: bf16 pairs). */
+#ifndef TRM_PACK512_H
+#define TRM_PACK512_H
 #include <immintrin.h>
+
+/* The first n of 16 lanes (none for n ≤ 0, all for n ≥ 16). */
+static inline __mmask16 lanes(int n) { return n <= 0 ? 0 : n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1); }
 
 /* r[i] (16 lanes of 32 bits) becomes column i: unpacks within 128-bit lanes, then lanes moved. */
 __attribute__((target("avx512f"))) static inline void transpose16(__m512i r[16]) {
