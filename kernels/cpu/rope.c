@@ -25,25 +25,9 @@ static void rope_head_t(float *restrict x, const float *restrict c, const float 
     }
 }
 
-static void rope_apply(float *qkv, const float *cos, const float *sin, int B, int T, int H,
-                       int hd, int transpose) {
-    int rows = B * T;
-#pragma omp parallel for schedule(guided) if ((size_t)rows * H * hd >= PAR_MIN)
-    for (int r = 0; r < rows; r++) {
-        int t = r % T;
-        float *base = qkv + (size_t)r * 3 * H * hd;
-        const float *c = cos + (size_t)t * hd, *s = sin + (size_t)t * hd;
-        for (int k = 0; k < 2 * H; k++) {
-            if (transpose)
-                rope_head_t(base + (size_t)k * hd, c, s, hd / 2);
-            else
-                rope_head(base + (size_t)k * hd, c, s, hd / 2);
-        }
-    }
-}
-
 /* One head's slice in n rows ld apart, positions t0.., rotated (or with transpose its
- * transpose) as rope_apply rotates it: the attention passes that take RoPE in their tasks. */
+ * transpose): rope_fwd's and rope_bwd's step, and the attention passes' that take RoPE in
+ * their tasks. */
 void cpu_rope_rows(float *x, size_t ld, const float *cos, const float *sin, int t0, int n, int hd, int transpose) {
     for (int i = 0; i < n; i++) {
         const float *c = cos + (size_t)(t0 + i) * hd, *s = sin + (size_t)(t0 + i) * hd;
@@ -51,6 +35,17 @@ void cpu_rope_rows(float *x, size_t ld, const float *cos, const float *sin, int 
             rope_head_t(x + (size_t)i * ld, c, s, hd / 2);
         else
             rope_head(x + (size_t)i * ld, c, s, hd / 2);
+    }
+}
+
+static void rope_apply(float *qkv, const float *cos, const float *sin, int B, int T, int H,
+                       int hd, int transpose) {
+    int rows = B * T;
+#pragma omp parallel for schedule(guided) if ((size_t)rows * H * hd >= PAR_MIN)
+    for (int r = 0; r < rows; r++) {
+        int t = r % T;
+        float *base = qkv + (size_t)r * 3 * H * hd;
+        for (int k = 0; k < 2 * H; k++) cpu_rope_rows(base + (size_t)k * hd, 0, cos, sin, t, 1, hd, transpose);
     }
 }
 
