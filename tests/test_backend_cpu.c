@@ -193,6 +193,10 @@ START_TEST(test_gemm) {
             gemm_case(be, &r, ta, tb, 197, 289, 300, 0, 1, 1.0f, 0.0f);
             gemm_case(be, &r, ta, tb, 24, 64, 256, 2, 1, -1.0f, 1.0f);
         }
+    /* the weight gradients' Aᵀ·B with K in slices (gemm_tn_slices): a ragged last slice, blocks
+     * of C split in both directions, alpha and beta applied once to the slices' sum */
+    gemm_case(be, &r, 1, 0, 203, 531, 1300, 1, 1, 0.5f, 0.75f);
+    gemm_case(be, &r, 1, 0, 13, 40, 1100, 0, 1, -1.0f, 1.0f);
     gemm_case(be, &r, 0, 0, 6, 5, 0, 0, 2, 1.0f, 0.5f);  /* K = 0: C = beta·C */
     gemm_case(be, &r, 0, 1, 6, 5, 4, 0, 2, 0.0f, 2.0f); /* alpha = 0 */
     /* beta = 0 must overwrite C, NaN included. */
@@ -247,18 +251,24 @@ START_TEST(test_gemm_threads_bitwise) {
         ck_assert_msg(fabs(C1[(size_t)i * N + n] - want) <= 1e-5 * mag, "C[%d][%d] %g, want %g", i, n,
                       C1[(size_t)i * N + n], want);
     }
-    /* A transposed (read in place by the AVX-512 kernel, packed by each block with AVX2) and B
-     * not, the weight gradients' layout, against the same product from A laid out the other way */
+    /* A transposed and B not, the weight gradients' layout: with K past one slice (gemm_cpu.c's
+     * gemm_tn_slices) the sums run in slices of K, another order than C1's, the same for any
+     * thread count; against the same product from A laid out the other way, to fp32 rounding */
     float *At = malloc((size_t)M * K * sizeof(float)), *Bn = malloc((size_t)K * N * sizeof(float));
+    float *Ct = calloc((size_t)M * N, sizeof(float));
     for (int i = 0; i < M; i++)
         for (int k = 0; k < K; k++) At[(size_t)k * M + i] = A[(size_t)i * K + k];
     for (int n = 0; n < N; n++)
         for (int k = 0; k < K; k++) Bn[(size_t)k * N + n] = B[(size_t)n * K + k];
-    for (int t = 1; t <= 3; t += 2) {
-        memset(C3, 0, (size_t)M * N * sizeof(float));
+    trm_gemm_cpu(1, 0, M, N, K, 1.0f, At, M, Bn, N, 0.0f, Ct, N, 1, 0);
+    for (int t = 2; t <= 3; t++) {
+        for (size_t i = 0; i < (size_t)M * N; i++) C3[i] = NAN; /* beta = 0: never read */
         trm_gemm_cpu(1, 0, M, N, K, 1.0f, At, M, Bn, N, 0.0f, C3, N, t, 0);
-        ck_assert_msg(memcmp(C1, C3, (size_t)M * N * sizeof(float)) == 0, "transposed operands, %d threads", t);
+        ck_assert_msg(memcmp(Ct, C3, (size_t)M * N * sizeof(float)) == 0, "transposed operands, %d threads", t);
     }
+    for (size_t i = 0; i < (size_t)M * N; i++)
+        ck_assert_msg(fabsf(Ct[i] - C1[i]) <= 1e-3f, "transposed operands at %zu: %g, %g", i, Ct[i], C1[i]);
+    free(Ct);
     free(A), free(B), free(C1), free(C3), free(At), free(Bn);
 }
 END_TEST
