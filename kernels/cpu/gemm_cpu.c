@@ -211,18 +211,37 @@ static arch pick_arch(void) {
 
 /* ---- packing (zero padding past the edges, so kernels never branch on them) ---- */
 
+#ifndef PF_PACK
+#define PF_PACK 8 /* rows ahead that pack_a fetches */
+#endif
+/* op(A) = Aᵀ into 12-row panels: a k's values for every panel are one run of A's row k, so each
+ * row is read once, along memory (panel by panel, rows lda apart thrashed a few cache sets), and
+ * the row PF_PACK ahead is fetched early (the prefetchers stop at each page). */
+__attribute__((target("avx512f"))) static void pack_at_12(float *dst, const gemm_job *j, int m0, int mc, int k0,
+                                                          int kc) {
+    int whole = mc / 12 * 12;
+    __mmask16 m12 = lanes(12), rem = lanes(mc - whole);
+    for (int k = 0; k < kc; k++) {
+        const float *src = j->A + (size_t)(k0 + k) * j->lda + m0;
+        if (k + PF_PACK < kc)
+            for (int x = 0; x < mc; x += 16) _mm_prefetch((const char *)(src + PF_PACK * (size_t)j->lda + x), _MM_HINT_T0);
+        for (int p = 0; p < whole; p += 12)
+            _mm512_mask_storeu_ps(dst + (size_t)p * kc + k * 12, m12, _mm512_maskz_loadu_ps(m12, src + p));
+        if (rem) _mm512_mask_storeu_ps(dst + (size_t)whole * kc + k * 12, m12, _mm512_maskz_loadu_ps(rem, src + whole));
+    }
+}
+
 /* op(A)[m0 .. m0+mc)[k0 .. k0+kc) into panels of mr rows, k-major within a panel. */
 static void pack_a(float *dst, const gemm_job *j, int m0, int mc, int k0, int kc, int mr) {
-    if (j->ta) { /* a k's values for every panel are one run of A's row k: each row read once,
-                  * along memory (panel by panel, rows lda apart thrash a few cache sets) */
-        int whole = mc / mr * mr;
+    if (j->ta && mr == 12) {
+        pack_at_12(dst, j, m0, mc, k0, kc);
+        return;
+    }
+    if (j->ta) { /* AVX2's 6-row panels: the same order */
         for (int k = 0; k < kc; k++) {
             const float *src = j->A + (size_t)(k0 + k) * j->lda + m0;
-            for (int p = 0; p < whole; p += mr) memcpy(dst + (size_t)p * kc + k * mr, src + p, mr * sizeof(float));
-            if (whole < mc) {
-                float *d = dst + (size_t)whole * kc + k * mr;
-                for (int i = 0; i < mr; i++) d[i] = whole + i < mc ? src[whole + i] : 0.0f;
-            }
+            for (int i = 0; i < mc; i++) dst[(size_t)(i / mr * mr) * kc + k * mr + i % mr] = src[i];
+            for (int i = mc; i < (mc + mr - 1) / mr * mr; i++) dst[(size_t)(i / mr * mr) * kc + k * mr + i % mr] = 0.0f;
         }
         return;
     }
