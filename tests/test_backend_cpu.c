@@ -632,26 +632,34 @@ static void expect_same(const char *what, const float *got, const float *want, s
 }
 
 /* One shape: x (rows × K, rows ldx apart, the pads random: only K columns may be read) and W
- * (2I × K, ldw). gate_up_swiglu (gu kept or not) and gate_up_swiglu_bwd (act or not) with 1 and
- * 3 threads must give gemm + swiglu_fwd's and gemm + swiglu_bwd's bits, computed beside them with
- * the test's 2 threads. */
+ * (2I × K, ldw). gate_up_swiglu (gu kept or not), gate_up_swiglu_bwd (act or not) and
+ * down_swiglu_bwd (x as its dy) with 1 and 3 threads must give gemm + swiglu_fwd's and gemm +
+ * swiglu_bwd's bits, computed beside them with the test's 2 threads. */
 static void gate_up_case(trm_backend *be, tr_rng *r, int rows, int I, int K, int ldx, int ldw) {
     size_t nx = (size_t)rows * ldx, nw = (size_t)2 * I * ldw, na = (size_t)rows * I, ng = 2 * na;
     float *x = frand(r, nx, -1, 1), *w = frand(r, nw, -0.5, 0.5), *dact = frand(r, na, -1, 1);
     float *gref = fnan(ng), *aref = fnan(na), *dref = fnan(ng), *bref = fnan(na);
+    /* the down weight (K × I, rows I + 3 apart) for down_swiglu_bwd, whose dy is x: its product
+     * dy·Wd and swiglu_bwd after it, composed */
+    int ldd = I + 3;
+    float *wd = frand(r, (size_t)K * ldd, -0.5, 0.5), *dact2 = fnan(na), *dref2 = fnan(ng), *bref2 = fnan(na);
     set_threads(2);
     be->gemm(be, TR_F32x3, 0, 1, rows, 2 * I, K, 1.0f, x, ldx, 0, w, ldw, 0, 0.0f, gref, 2 * I, 0, 1);
     be->swiglu_fwd(be, aref, gref, rows, I);
     be->swiglu_bwd(be, dref, bref, dact, gref, rows, I);
     expect_same("gemm + swiglu_bwd's act", bref, aref, na);
+    be->gemm(be, TR_F32x3, 0, 0, rows, I, K, 1.0f, x, ldx, 0, wd, ldd, 0, 0.0f, dact2, I, 0, 1);
+    be->swiglu_bwd(be, dref2, bref2, dact2, gref, rows, I);
     char what[128];
     if (be->use_bf16 && trm_gemm_amx_available()) { /* bf16 products are AMX's: left to gemm, nothing written */
         float *act = fnan(na), *dgu = fnan(ng);
         ck_assert(!be->gate_up_swiglu(be, act, dgu, x, ldx, w, ldw, TRM_F32, rows, I, K));
         ck_assert(!be->gate_up_swiglu_bwd(be, dgu, act, dact, x, ldx, w, ldw, TRM_F32, rows, I, K));
+        ck_assert(!be->down_swiglu_bwd(be, dgu, act, x, ldx, wd, ldd, TRM_F32, gref, rows, I, K));
         for (size_t i = 0; i < ng; i++) ck_assert(isnan(dgu[i]) && (i >= na || isnan(act[i])));
         free(act), free(dgu);
         free(x), free(w), free(dact), free(gref), free(aref), free(dref), free(bref);
+        free(wd), free(dact2), free(dref2), free(bref2);
         return;
     }
     for (int threads = 1; threads <= 3; threads += 2)
@@ -674,10 +682,19 @@ static void gate_up_case(trm_backend *be, tr_rng *r, int rows, int I, int K, int
                           "%s: declined", what);
             expect_same(what, dgu, dref, ng);
             if (keep) expect_same(what, act, aref, na);
+            /* the down projection's product into the SwiGLU backward */
+            for (size_t i = 0; i < ng; i++) dgu[i] = NAN, act[i % na] = NAN;
+            snprintf(what, sizeof what, "down_swiglu_bwd rows=%d I=%d K=%d ldy=%d threads=%d%s", rows, I, K, ldx,
+                     threads, be->use_bf16 ? " bf16" : "");
+            ck_assert_msg(be->down_swiglu_bwd(be, dgu, act, x, ldx, wd, ldd, TRM_F32, gref, rows, I, K),
+                          "%s: declined", what);
+            expect_same(what, dgu, dref2, ng);
+            expect_same(what, act, bref2, na);
             free(gu), free(act), free(dgu);
         }
     set_threads(2);
     free(x), free(w), free(dact), free(gref), free(aref), free(dref), free(bref);
+    free(wd), free(dact2), free(dref2), free(bref2);
 }
 
 /* Shapes: rows not a multiple of a block or a kernel tile, odd I and K, one row, strided x and
@@ -688,6 +705,7 @@ START_TEST(test_gate_up_swiglu) {
     trm_backend *be = mk();
     if (!trm_gemm_cpu_available()) { /* the BLAS does the products: nothing is fused */
         ck_assert_ptr_nonnull(be->gate_up_swiglu);
+        ck_assert_ptr_nonnull(be->down_swiglu_bwd);
         float x[4] = {1, 2, 3, 4}, w[8] = {1, 1, 1, 1, 1, 1, 1, 1}, act[2] = {NAN, NAN};
         ck_assert(!be->gate_up_swiglu(be, act, NULL, x, 2, w, 2, TRM_F32, 2, 1, 2));
         be->destroy(be);
@@ -709,9 +727,11 @@ START_TEST(test_gate_up_swiglu) {
     /* declined, nothing written: bf16 weights (the cpu backend keeps none), and TRM_CPU_GEMM=blas */
     float *x = frand(&r, 6 * 8, -1, 1), *w = frand(&r, 8 * 8, -1, 1), *act = fnan(6 * 4), *dgu = fnan(6 * 8);
     ck_assert(!be->gate_up_swiglu(be, act, NULL, x, 8, w, 8, TRM_BF16, 6, 4, 8));
+    ck_assert(!be->down_swiglu_bwd(be, dgu, act, x, 8, w, 8, TRM_BF16, x, 6, 4, 8));
     setenv("TRM_CPU_GEMM", "blas", 1);
     ck_assert(!be->gate_up_swiglu(be, act, dgu, x, 8, w, 8, TRM_F32, 6, 4, 8));
     ck_assert(!be->gate_up_swiglu_bwd(be, dgu, act, x, x, 8, w, 8, TRM_F32, 6, 4, 8));
+    ck_assert(!be->down_swiglu_bwd(be, dgu, act, x, 8, w, 8, TRM_F32, x, 6, 4, 8));
     if (gemm_env)
         setenv("TRM_CPU_GEMM", gemm_env, 1);
     else

@@ -149,6 +149,8 @@ int cpu_gate_up_swiglu(trm_backend *be, void *act, void *gu, const void *x, int 
                        int wdt, int rows, int I, int K);
 int cpu_gate_up_swiglu_bwd(trm_backend *be, void *dgu, void *act, const void *dact, const void *x, int ldx,
                            const void *W, int ldw, int wdt, int rows, int I, int K);
+int cpu_down_swiglu_bwd(trm_backend *be, void *dgu, void *act, const void *dy, int ldy, const void *W, int ldw,
+                        int wdt, const void *gu, int rows, int I, int K);
 
 /* rope.c */
 void cpu_rope_fwd(trm_backend *be, void *qkv, const float *cos, const float *sin, int B,

@@ -221,10 +221,12 @@ __attribute__((target("avx512f"))) static void pack_at_12(float *dst, const gemm
                                                           int kc) {
     int whole = mc / 12 * 12;
     __mmask16 m12 = lanes(12), rem = lanes(mc - whole);
+    const char *ep = getenv("TRM_PFP"); /* EXPERIMENT */
+    int pf = ep ? atoi(ep) : PF_PACK;
     for (int k = 0; k < kc; k++) {
         const float *src = j->A + (size_t)(k0 + k) * j->lda + m0;
-        if (k + PF_PACK < kc)
-            for (int x = 0; x < mc; x += 16) _mm_prefetch((const char *)(src + PF_PACK * (size_t)j->lda + x), _MM_HINT_T0);
+        if (pf && k + pf < kc)
+            for (int x = 0; x < mc; x += 16) _mm_prefetch((const char *)(src + pf * (size_t)j->lda + x), _MM_HINT_T0);
         for (int p = 0; p < whole; p += 12)
             _mm512_mask_storeu_ps(dst + (size_t)p * kc + k * 12, m12, _mm512_maskz_loadu_ps(m12, src + p));
         if (rem) _mm512_mask_storeu_ps(dst + (size_t)whole * kc + k * 12, m12, _mm512_maskz_loadu_ps(rem, src + whole));
@@ -518,7 +520,9 @@ static int gemm_tn_slices(const gemm_job *j, const arch *a, int threads) {
     int M = j->M, N = j->N, K = j->K, S = (K + KS - 1) / KS;
     size_t mn = (size_t)M * N;
     if (!j->ta || j->tb || S < 2 || (size_t)S * mn * sizeof(float) > SPLIT_CAP) return 0;
-    int m = round_up(M < MC_SPLIT ? M : MC_SPLIT, a->mr), n = round_up(N < 512 ? N : 512, a->nr);
+    const char *em = getenv("TRM_MCS"); /* EXPERIMENT */
+    int mcs = em ? atoi(em) : MC_SPLIT;
+    int m = round_up(M < mcs ? M : mcs, a->mr), n = round_up(N < 512 ? N : 512, a->nr);
     int mb = (M + m - 1) / m, nb = (N + n - 1) / n; /* then evened out, as choose_blocks does */
     int mc = round_up((M + mb - 1) / mb, a->mr), nc = round_up((N + nb - 1) / nb, a->nr);
     mb = (M + mc - 1) / mc, nb = (N + nc - 1) / nc;
@@ -599,10 +603,10 @@ int trm_gemm_cpu_bf16(void) { return pick_arch().bf16 != NULL; }
 /* Each block is one task of trm_gemm_cpu (run_block over all N columns, from the op(B) packed
  * once and shared), into C's rows or the thread's scratch; an element's sum is the same
  * wherever its block starts, so the bits equal trm_gemm_cpu's with alpha 1 and beta 0. */
-int trm_gemm_cpu_rows(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
+int trm_gemm_cpu_rows(int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
                       int threads, int bf16, trm_gemm_rows_fn done, void *ctx) {
     arch arch_here = pick_arch();
-    gemm_job j = {0, 1, M, N, K, lda, ldb, ldc, 1.0f, 0.0f, A, B, C};
+    gemm_job j = {0, tb != 0, M, N, K, lda, ldb, ldc, 1.0f, 0.0f, A, B, C};
     plan pl = {&j, &arch_here, 0, N, 0, 1, round_up(N, arch_here.nr), bf16 && arch_here.bf16, NULL, 0};
     if (M < 1 || N < 1 || K < 1 || (size_t)K * pl.npad > BPACK_CAP) return 0; /* op(B) packed whole or not at all */
     if (bf16 && trm_gemm_amx_available()) return 0; /* trm_gemm_cpu's bf16 products are AMX's there */
@@ -653,9 +657,9 @@ void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float 
 }
 int trm_gemm_cpu_available(void) { return 0; }
 int trm_gemm_cpu_bf16(void) { return 0; }
-int trm_gemm_cpu_rows(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
+int trm_gemm_cpu_rows(int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
                       int threads, int bf16, trm_gemm_rows_fn done, void *ctx) {
-    (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)C, (void)ldc, (void)threads, (void)bf16;
+    (void)tb, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)C, (void)ldc, (void)threads, (void)bf16;
     (void)done, (void)ctx;
     return 0;
 }

@@ -27,14 +27,15 @@ int trm_gemm_amx_available(void);
 
 /* Receives rows r0 .. r0+nrows of C (row i at c + i·ldc), on the thread that computed them. */
 typedef void (*trm_gemm_rows_fn)(void *ctx, int r0, int nrows, const float *c, int ldc);
-/* C = A·Bᵀ for A (M×K, lda) and B (N×K, ldb), by blocks of whole rows, each block handed to
- * `done` while in cache: written into C (ldc) or, where C is NULL, into a scratch of the thread
- * that computed it (valid during the call). The same bits as trm_gemm_cpu(0, 1, …, alpha 1,
- * beta 0) for any thread count; `done` runs once per block, concurrently on `threads` OpenMP
- * threads (it must not start parallel regions itself). Returns 0, having done nothing, where it
- * does not run: no own GEMM here, bf16 products where AMX takes them (trm_gemm_cpu hands those to
- * trm_gemm_amx, whose sums run in another order), K < 1, or B too large to pack whole. */
-int trm_gemm_cpu_rows(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
+/* C = A·op(B) for A (M×K, lda) and op(B) = Bᵀ with B (N×K, ldb) where tb, else B (K×N, ldb), by
+ * blocks of whole rows, each block handed to `done` while in cache: written into C (ldc) or,
+ * where C is NULL, into a scratch of the thread that computed it (valid during the call). The
+ * same bits as trm_gemm_cpu(0, tb, …, alpha 1, beta 0) for any thread count; `done` runs once
+ * per block, concurrently on `threads` OpenMP threads (it must not start parallel regions
+ * itself). Returns 0, having done nothing, where it does not run: no own GEMM here, bf16
+ * products where AMX takes them (trm_gemm_cpu hands those to trm_gemm_amx, whose sums run in
+ * another order), K < 1, or B too large to pack whole. */
+int trm_gemm_cpu_rows(int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
                       int threads, int bf16, trm_gemm_rows_fn done, void *ctx);
 
 #endif

@@ -2,7 +2,8 @@
  * PyTorch's formulas, with the sigmoid's exp from cpu.h's vectorised exp; and the optional fused
  * ops gate_up_swiglu / gate_up_swiglu_bwd, which run the same row math on blocks of the gate/up
  * product (gemm_cpu.c's trm_gemm_cpu_rows) while they are in cache, so that the product reaches
- * memory only where it is kept. */
+ * memory only where it is kept, and down_swiglu_bwd, the backward's row math on blocks of the
+ * down projection's input gradient. */
 #include "cpu.h"
 #include "gemm_cpu.h"
 
@@ -54,7 +55,7 @@ void cpu_swiglu_bwd(trm_backend *be, void *dguv, void *outv, const void *doutv, 
 
 typedef struct {
     float *act, *dgu; /* act: the forward's output (the backward's may be NULL); dgu: the backward's */
-    const float *dact;
+    const float *dact, *gu; /* down_rows: the product is dact, gu the forward's kept product */
     int I;
 } gate_up_rows;
 
@@ -75,6 +76,17 @@ static void bwd_rows(void *ctx, int r0, int nrows, const float *gu, int ld) {
     }
 }
 
+/* The down projection's input gradient dact, a block of rows at a time, straight into the
+ * SwiGLU backward's rows (dact never reaches memory). */
+static void down_rows(void *ctx, int r0, int nrows, const float *dact, int ld) {
+    const gate_up_rows *a = ctx;
+    for (int r = 0; r < nrows; r++) {
+        size_t row = (size_t)(r0 + r);
+        swiglu_bwd_row(a->dgu + row * 2 * a->I, a->act + row * a->I, dact + (size_t)r * ld, a->gu + row * 2 * a->I,
+                       a->I);
+    }
+}
+
 /* The product is the one cpu_gemm would run (cpu_own_gemm_threads threads, bf16 as the backend
  * says), so the bits equal gemm then swiglu_fwd / swiglu_bwd. Declined (0): fp32 weights only
  * (the cpu backend has no others), and where trm's own GEMM does not do the products. */
@@ -82,14 +94,24 @@ int cpu_gate_up_swiglu(trm_backend *be, void *act, void *gu, const void *x, int 
                        int wdt, int rows, int I, int K) {
     int threads = cpu_own_gemm_threads();
     if (wdt != TRM_F32 || !threads) return 0;
-    gate_up_rows a = {act, NULL, NULL, I};
-    return trm_gemm_cpu_rows(rows, 2 * I, K, x, ldx, W, ldw, gu, 2 * I, threads, be->use_bf16, fwd_rows, &a);
+    gate_up_rows a = {act, NULL, NULL, NULL, I};
+    return trm_gemm_cpu_rows(1, rows, 2 * I, K, x, ldx, W, ldw, gu, 2 * I, threads, be->use_bf16, fwd_rows, &a);
 }
 
 int cpu_gate_up_swiglu_bwd(trm_backend *be, void *dgu, void *act, const void *dact, const void *x, int ldx,
                            const void *W, int ldw, int wdt, int rows, int I, int K) {
     int threads = cpu_own_gemm_threads();
     if (wdt != TRM_F32 || !threads) return 0;
-    gate_up_rows a = {act, dgu, dact, I};
-    return trm_gemm_cpu_rows(rows, 2 * I, K, x, ldx, W, ldw, NULL, 0, threads, be->use_bf16, bwd_rows, &a);
+    gate_up_rows a = {act, dgu, dact, NULL, I};
+    return trm_gemm_cpu_rows(1, rows, 2 * I, K, x, ldx, W, ldw, NULL, 0, threads, be->use_bf16, bwd_rows, &a);
+}
+
+/* dact = dy·W (the down weight, K × I) as cpu_gemm would run it, then swiglu_bwd on each block of
+ * its rows: the same bits as the two ops. Declined (0) as cpu_gate_up_swiglu. */
+int cpu_down_swiglu_bwd(trm_backend *be, void *dgu, void *act, const void *dy, int ldy, const void *W, int ldw,
+                        int wdt, const void *gu, int rows, int I, int K) {
+    int threads = cpu_own_gemm_threads();
+    if (wdt != TRM_F32 || !threads) return 0;
+    gate_up_rows a = {act, dgu, NULL, gu, I};
+    return trm_gemm_cpu_rows(0, rows, I, K, dy, ldy, W, ldw, NULL, 0, threads, be->use_bf16, down_rows, &a);
 }

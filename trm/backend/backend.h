@@ -162,6 +162,13 @@ struct trm_backend {
      * swiglu_bwd. */
     int (*gate_up_swiglu_bwd)(trm_backend *b, void *dgu, void *act, const void *dact, const void *x, int ldx,
                               const void *W, int ldw, int wdt, int rows, int I, int K);
+    /* Optional (cpu): swiglu_bwd on dact = dy·W, the down projection's input gradient, computed in
+     * the same pass and never written: dy (rows × K, rows ldy apart), W the down weight (K × I,
+     * rows ldw apart, type wdt), gu (rows × 2I) the forward's kept product; dgu and out as
+     * swiglu_bwd's. Returns 0, having done nothing, where it does not fuse this shape or these
+     * types; the caller then runs gemm and swiglu_bwd. */
+    int (*down_swiglu_bwd)(trm_backend *b, void *dgu, void *out, const void *dy, int ldy, const void *W, int ldw,
+                           int wdt, const void *gu, int rows, int I, int K);
     /* Optional: attention_bwd, then rope_bwd on its dq and dk, in one pass where the backend can (cuda's
      * flash kernels rotate the gradients on their way out: one pass over dq and dk fewer). */
     void (*attention_bwd_rope)(trm_backend *b, void *dqkv, const void *dout, const void *qkv,
@@ -296,6 +303,9 @@ struct trm_backend {
     X(rmsnorm_t_bwd)
 /* fused passes only a GPU backend has (optional) */
 #define TRM_OPS_FUSED_GPU(X) X(token_mlp_fwd)
+/* fused passes only the cpu backend has (optional): a GPU runs the GEMM and the pass after it
+ * at their own rates, where on a CPU the product's rows are still in cache for the pass */
+#define TRM_OPS_FUSED_CPU(X) X(down_swiglu_bwd)
 /* with caps.bf16_acts */
 #define TRM_OPS_BF16_ACTS(X) X(convert)
 /* with caps.compile */
@@ -308,7 +318,8 @@ struct trm_backend {
 #define TRM_OPS_STREAM_STATS(X) X(stream_stats)
 
 #define TRM_OPS_ALL(X)                                                                        \
-    TRM_OPS_REQUIRED(X) TRM_OPS_FUSED(X) TRM_OPS_FUSED_GPU(X) TRM_OPS_BF16_ACTS(X) TRM_OPS_COMPILE(X) TRM_OPS_DISTRIBUTED(X) \
+    TRM_OPS_REQUIRED(X) TRM_OPS_FUSED(X) TRM_OPS_FUSED_GPU(X) TRM_OPS_FUSED_CPU(X) TRM_OPS_BF16_ACTS(X)              \
+    TRM_OPS_COMPILE(X) TRM_OPS_DISTRIBUTED(X)                                                                    \
     TRM_OPS_MEM_INFO(X) TRM_OPS_STREAM_STATS(X)
 
 /* The lists name every op of the table: one added to the struct but not to a list fails here. */

@@ -9,7 +9,7 @@
 
 #define OPS(X)                                                                                  \
     X(gemm) X(add) X(axpy) X(transpose) X(rmsnorm_fwd) X(rmsnorm_bwd) X(swiglu_fwd)            \
-    X(swiglu_bwd) X(gate_up_swiglu) X(gate_up_swiglu_bwd) X(token_mlp_fwd) X(rmsnorm_t_fwd) X(rmsnorm_t_bwd) X(rope_fwd) X(rope_bwd) X(attention_fwd) X(attention_fwd_rope) X(attention_bwd) X(attention_bwd_rope) X(bias_fwd)        \
+    X(swiglu_bwd) X(gate_up_swiglu) X(gate_up_swiglu_bwd) X(down_swiglu_bwd) X(token_mlp_fwd) X(rmsnorm_t_fwd) X(rmsnorm_t_bwd) X(rope_fwd) X(rope_bwd) X(attention_fwd) X(attention_fwd_rope) X(attention_bwd) X(attention_bwd_rope) X(bias_fwd)        \
     X(bias_bwd) X(embed_fwd) X(embed_bwd) X(loss_head) X(act_reset) X(act_update) X(q_target)  \
     X(adam_atan2) X(sign_sgd_sparse) X(ema) X(convert) X(copy) X(zero) X(to_device) X(to_host) X(allreduce_sum) X(allgather)
 
@@ -129,6 +129,13 @@ static int w_gate_up_swiglu_bwd(trm_backend *b, void *dgu, void *act, const void
     double t0 = trm_now_seconds();
     int done_here = P(b)->inner->gate_up_swiglu_bwd(P(b)->inner, dgu, act, dact, x, ldx, W, ldw, wdt, rows, I, K);
     if (done_here) done(b, OP_gate_up_swiglu_bwd, t0);
+    return done_here;
+}
+static int w_down_swiglu_bwd(trm_backend *b, void *dgu, void *out, const void *dy, int ldy, const void *W, int ldw,
+                             int wdt, const void *gu, int rows, int I, int K) {
+    double t0 = trm_now_seconds();
+    int done_here = P(b)->inner->down_swiglu_bwd(P(b)->inner, dgu, out, dy, ldy, W, ldw, wdt, gu, rows, I, K);
+    if (done_here) done(b, OP_down_swiglu_bwd, t0);
     return done_here;
 }
 static int w_token_mlp_fwd(trm_backend *b, void *y, float *rstd, const void *x, const void *Wgu, int ldgu,
@@ -270,6 +277,7 @@ trm_backend *trm_profile_wrap(trm_backend *inner) {
     if (!inner->convert) b->convert = NULL;
     if (!inner->gate_up_swiglu) b->gate_up_swiglu = NULL;
     if (!inner->gate_up_swiglu_bwd) b->gate_up_swiglu_bwd = NULL;
+    if (!inner->down_swiglu_bwd) b->down_swiglu_bwd = NULL;
     if (!inner->attention_bwd_rope) b->attention_bwd_rope = NULL;
     if (!inner->token_mlp_fwd) b->token_mlp_fwd = NULL;
     if (!inner->attention_fwd_rope) b->attention_fwd_rope = NULL;

@@ -745,6 +745,20 @@ static void swiglu_bwd_of(trm_model *m, void *dgu, void *act, const void *dact, 
     be->swiglu_bwd(be, dgu, act, dact, gu, rows, I);
 }
 
+/* The down projection's input gradient dact = dy·W (rows × I, into dact) and the SwiGLU backward
+ * after it (dgu, act), in one pass where the backend fuses them (dact then never written); with
+ * recompute=gate_up the SwiGLU backward is the gate/up pass's, so the product runs alone. */
+static void down_swiglu_bwd(trm_model *m, void *dgu, void *act, void *dact, const void *dy, int ldy, int dn,
+                            void *gu, const void *x, int ldx, int idx, int rows, int I, int K) {
+    trm_backend *be = m->be;
+    if (m->cfg.recompute != TRM_RECOMPUTE_GATE_UP && be->down_swiglu_bwd &&
+        be->down_swiglu_bwd(be, dgu, act, dy, ldy, W_(m, m->wcur, dn), WLD(m, dn), m->wdt, gu, rows, I, K))
+        return;
+    be->gemm(be, dt_awa(m), 0, 0, rows, I, K, 1.0f, dy, ldy, 0, W_(m, m->wcur, dn), WLD(m, dn), 0, 0.0f, dact, I, 0,
+             1);
+    swiglu_bwd_of(m, dgu, act, dact, gu, x, ldx, idx, rows, I, K);
+}
+
 /* RoPE on q and k, then attention: one pass where the backend fuses them (q and k left rotated
  * where the backward reads them: save) */
 static void rope_attention_fwd(trm_model *m, trm_block_acts *k, int save) {
@@ -828,9 +842,7 @@ static void mixer_mlpt_bwd(trm_model *m, int l, trm_block_acts *k, const void *d
     }
     /* down: dactt = w2·W; the SwiGLU gradient recomputes actt (a shared buffer) in its pass;
      * dW += w2ᵀ·actt over the T real columns */
-    be->gemm(be, dt_awa(m), 0, 0, RT, m->It, Tp, 1.0f, w2, Tp, 0, W_(m, w, dn), WLD(m, dn), 0, 0.0f, big2, m->It,
-             0, 1);
-    swiglu_bwd_of(m, big1, k->actt, big2, k->gut, k->inT, Tp, gu, RT, m->It, Tp);
+    down_swiglu_bwd(m, big1, k->actt, big2, w2, Tp, dn, k->gut, k->inT, Tp, gu, RT, m->It, Tp);
     be->gemm(be, dt_aaf(m), 1, 0, T, m->It, RT, 1.0f, w2, Tp, 0, k->actt, m->It, 0, 1.0f, G_(m, dn), m->It, 0, 1);
     /* gate/up: dW += dgutᵀ·inT; d(inT) = w2 + dgut·W, built in w2 */
     be->gemm(be, dt_aaf(m), 1, 0, 2 * m->It, T, RT, 1.0f, big1, 2 * m->It, 0, k->inT, Tp, 0, 1.0f, G_(m, gu), T, 0, 1);
@@ -863,8 +875,7 @@ static void block_bwd(trm_model *m, int l, trm_block_acts *k, void *d) {
     be->rmsnorm_bwd(be, dx2, d, k->y2, k->rstd2, R, D, D);
     /* down: dact first; the SwiGLU gradient recomputes act (a shared buffer) in its pass, for
      * the weight gradient after it */
-    linear_bwd_x(m, big2, m->p_layer[l][3], dx2, R, m->I, D, 0);
-    swiglu_bwd_of(m, big1, k->act, big2, k->gu, k->y1, D, m->p_layer[l][2], R, m->I, D);
+    down_swiglu_bwd(m, big1, k->act, big2, dx2, D, m->p_layer[l][3], k->gu, k->y1, D, m->p_layer[l][2], R, m->I, D);
     linear_bwd_w(m, m->p_layer[l][3], dx2, k->act, R, m->I, D);
     /* dy1 = dx2 + dgu·Wgu, built in dx2 */
     linear_bwd(m, dx2, m->p_layer[l][2], big1, k->y1, R, D, 2 * m->I, 1);
