@@ -211,9 +211,7 @@ static arch pick_arch(void) {
 
 /* ---- packing (zero padding past the edges, so kernels never branch on them) ---- */
 
-#ifndef PF_PACK
-#define PF_PACK 8 /* rows ahead that pack_a fetches */
-#endif
+#define PF_PACK 8 /* rows ahead that pack_at_12 fetches */
 /* op(A) = Aᵀ into 12-row panels: a k's values for every panel are one run of A's row k, so each
  * row is read once, along memory (panel by panel, rows lda apart thrashed a few cache sets), and
  * the row PF_PACK ahead is fetched early (the prefetchers stop at each page). */
@@ -221,12 +219,10 @@ __attribute__((target("avx512f"))) static void pack_at_12(float *dst, const gemm
                                                           int kc) {
     int whole = mc / 12 * 12;
     __mmask16 m12 = lanes(12), rem = lanes(mc - whole);
-    const char *ep = getenv("TRM_PFP"); /* EXPERIMENT */
-    int pf = ep ? atoi(ep) : PF_PACK;
     for (int k = 0; k < kc; k++) {
         const float *src = j->A + (size_t)(k0 + k) * j->lda + m0;
-        if (pf && k + pf < kc)
-            for (int x = 0; x < mc; x += 16) _mm_prefetch((const char *)(src + pf * (size_t)j->lda + x), _MM_HINT_T0);
+        if (k + PF_PACK < kc)
+            for (int x = 0; x < mc; x += 16) _mm_prefetch((const char *)(src + PF_PACK * (size_t)j->lda + x), _MM_HINT_T0);
         for (int p = 0; p < whole; p += 12)
             _mm512_mask_storeu_ps(dst + (size_t)p * kc + k * 12, m12, _mm512_maskz_loadu_ps(m12, src + p));
         if (rem) _mm512_mask_storeu_ps(dst + (size_t)whole * kc + k * 12, m12, _mm512_maskz_loadu_ps(rem, src + whole));
@@ -490,8 +486,10 @@ static void choose_blocks(int M, int N, int threads, const arch *a, int *mc, int
  * of C: it packs its rows of op(A) and op(B) (each read once, along memory) and writes the
  * slice's partial block; the partials are then summed in slice order. On the device host's Xeon
  * (bench_gemm, medians of 5 alternating rounds) the four weight gradients of tiny_mlp took 11.2
- * ms against 15.1 on 4 threads and 4.2 against 5.9 on 16. KS is fixed, so the sums' order, hence
- * the bits, do not depend on the thread count; they differ from the general path's. */
+ * ms against 15.1 on 4 threads and 4.2 against 5.9 on 16. Slices of 256 or 1024 rows, blocks of
+ * 384 or 1024 rows and pack_at_12 fetching 0 or 32 rows ahead were no faster there (3 rounds).
+ * KS is fixed, so the sums' order, hence the bits, do not depend on the thread count; they
+ * differ from the general path's. */
 #define KS 512                       /* rows of K a slice */
 #define SPLIT_CAP ((size_t)32 << 20) /* bytes of partials; larger products take the general path */
 #define MC_SPLIT 192                 /* rows of a block of C */
@@ -520,9 +518,7 @@ static int gemm_tn_slices(const gemm_job *j, const arch *a, int threads) {
     int M = j->M, N = j->N, K = j->K, S = (K + KS - 1) / KS;
     size_t mn = (size_t)M * N;
     if (!j->ta || j->tb || S < 2 || (size_t)S * mn * sizeof(float) > SPLIT_CAP) return 0;
-    const char *em = getenv("TRM_MCS"); /* EXPERIMENT */
-    int mcs = em ? atoi(em) : MC_SPLIT;
-    int m = round_up(M < mcs ? M : mcs, a->mr), n = round_up(N < 512 ? N : 512, a->nr);
+    int m = round_up(M < MC_SPLIT ? M : MC_SPLIT, a->mr), n = round_up(N < 512 ? N : 512, a->nr);
     int mb = (M + m - 1) / m, nb = (N + n - 1) / n; /* then evened out, as choose_blocks does */
     int mc = round_up((M + mb - 1) / mb, a->mr), nc = round_up((N + nb - 1) / nb, a->nr);
     mb = (M + mc - 1) / mc, nb = (N + nc - 1) / nc;
