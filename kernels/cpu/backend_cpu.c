@@ -43,8 +43,26 @@ static void cpu_free(trm_backend *be, void *p) {
     free(p);
 }
 
+/* Copies and zeroing of a megabyte and more (the recursion's carried states, a few MB a step)
+ * in 256 KiB pieces across the threads: one thread's memmove ran at ~7 GB/s, 0.4 ms a copy
+ * on the device host whatever the thread count. Overlapping buffers keep one memmove. */
+#define COPY_PIECE ((size_t)256 << 10)
+#define COPY_PAR_MIN ((size_t)1 << 20)
+
 static void cpu_copy(trm_backend *be, void *dst, const void *src, size_t bytes) {
-    if (bytes && dst != src) memmove(dst, src, bytes);
+    if (!bytes || dst == src) return;
+    char *d = dst;
+    const char *s = src;
+    if (bytes < COPY_PAR_MIN || (d < s + bytes && s < d + bytes)) {
+        memmove(dst, src, bytes);
+        return;
+    }
+    long pieces = (long)((bytes + COPY_PIECE - 1) / COPY_PIECE);
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < pieces; i++) {
+        size_t o = (size_t)i * COPY_PIECE, n = bytes - o < COPY_PIECE ? bytes - o : COPY_PIECE;
+        memcpy(d + o, s + o, n);
+    }
 }
 
 /* host memory is the device's: transfers are copies */
@@ -52,7 +70,16 @@ static void cpu_to_device(trm_backend *be, void *dst, const void *src, size_t by
 static void cpu_to_host(trm_backend *be, void *dst, const void *src, size_t bytes) { cpu_copy(be, dst, src, bytes); }
 
 static void cpu_zero(trm_backend *be, void *p, size_t bytes) {
-    if (bytes) memset(p, 0, bytes);
+    if (bytes < COPY_PAR_MIN) {
+        if (bytes) memset(p, 0, bytes);
+        return;
+    }
+    long pieces = (long)((bytes + COPY_PIECE - 1) / COPY_PIECE);
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < pieces; i++) {
+        size_t o = (size_t)i * COPY_PIECE;
+        memset((char *)p + o, 0, bytes - o < COPY_PIECE ? bytes - o : COPY_PIECE);
+    }
 }
 
 static void cpu_sync(trm_backend *be) { (void)be; }
