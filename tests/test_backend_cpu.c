@@ -140,6 +140,28 @@ START_TEST(test_memory) {
     be->free(be, d);
     be->free(be, d2);
     be->free(be, NULL);
+    /* a megabyte and more goes in 256 KiB pieces across the threads: a ragged last piece, and
+     * an overlapping copy (one memmove) shifted either way */
+    size_t big = ((size_t)1 << 20) + 37, span = big + 4096;
+    unsigned char *a = be->alloc(be, span), *b = be->alloc(be, span), *want = malloc(span);
+    for (size_t i = 0; i < span; i++) a[i] = (unsigned char)(i * 131 + 7), b[i] = 0xAB;
+    be->copy(be, b + 3, a + 5, big);
+    for (size_t i = 0; i < span; i++) ck_assert_int_eq(b[i], i >= 3 && i < big + 3 ? a[i + 2] : 0xAB);
+    memcpy(want, a, span);
+    memmove(want + 1000, want + 7, big);
+    be->copy(be, a + 1000, a + 7, big);
+    ck_assert(memcmp(a, want, span) == 0);
+    memcpy(want, a, span);
+    memmove(want + 9, want + 2000, big);
+    be->copy(be, a + 9, a + 2000, big);
+    ck_assert(memcmp(a, want, span) == 0);
+    be->zero(be, b + 1, big);
+    ck_assert_int_eq(b[0], 0xAB);
+    for (size_t i = 1; i < big + 1; i++) ck_assert_int_eq(b[i], 0);
+    for (size_t i = big + 3; i < span; i++) ck_assert_int_eq(b[i], 0xAB);
+    be->free(be, a);
+    be->free(be, b);
+    free(want);
     be->destroy(be);
 }
 END_TEST
@@ -261,6 +283,16 @@ START_TEST(test_gemm_threads_bitwise) {
     for (int n = 0; n < N; n++)
         for (int k = 0; k < K; k++) Bn[(size_t)k * N + n] = B[(size_t)n * K + k];
     trm_gemm_cpu(1, 0, M, N, K, 1.0f, At, M, Bn, N, 0.0f, Ct, N, 1, 0);
+    /* TRM_CPU_SLICES=0: the general path (Aᵀ read in place by the AVX-512 kernel, packed by each
+     * block with AVX2; op(B) in two chunks of K) sums as the NT product does, to the bit */
+    setenv("TRM_CPU_SLICES", "0", 1);
+    for (int t = 1; t <= 3; t += 2) {
+        memset(C3, 0, (size_t)M * N * sizeof(float));
+        trm_gemm_cpu(1, 0, M, N, K, 1.0f, At, M, Bn, N, 0.0f, C3, N, t, 0);
+        ck_assert_msg(memcmp(C1, C3, (size_t)M * N * sizeof(float)) == 0, "general path, transposed, %d threads", t);
+    }
+    unsetenv("TRM_CPU_SLICES");
+    ck_assert_msg(memcmp(Ct, C1, (size_t)M * N * sizeof(float)) != 0, "the slices did not run");
     for (int t = 2; t <= 3; t++) {
         for (size_t i = 0; i < (size_t)M * N; i++) C3[i] = NAN; /* beta = 0: never read */
         trm_gemm_cpu(1, 0, M, N, K, 1.0f, At, M, Bn, N, 0.0f, C3, N, t, 0);
@@ -690,6 +722,10 @@ static void gate_up_case(trm_backend *be, tr_rng *r, int rows, int I, int K, int
                           "%s: declined", what);
             expect_same(what, dgu, dref2, ng);
             expect_same(what, act, bref2, na);
+            for (size_t i = 0; i < ng; i++) dgu[i] = NAN;
+            ck_assert_msg(be->down_swiglu_bwd(be, dgu, NULL, x, ldx, wd, ldd, TRM_F32, gref, rows, I, K),
+                          "%s, no act: declined", what);
+            expect_same(what, dgu, dref2, ng);
             free(gu), free(act), free(dgu);
         }
     set_threads(2);

@@ -1,15 +1,17 @@
 /* gemm_cpu.c — trm's own fp32 GEMM for the cpu backend on x86-64: an AVX-512 (12×32) or AVX2
  * (6×16) register-blocked micro-kernel chosen at run time, op(B) packed into panels, op(A) read
  * where it lies in fp32 (A's rows; with AVX-512 also A's columns when transposed), else packed,
- * and OpenMP over blocks of the output. TRM's products are medium-sized (thousands of rows, K of
- * 85..5440) and OpenBLAS threads them poorly (it scaled from 8 to 16 threads by 1.25x on the
- * device host and slows down on two threads for the mlp_t shapes); here every thread owns whole
- * output blocks, packs what it alone needs and never waits for another, and each element is summed in
- * the same order whatever the thread count, so results do not depend on OMP_NUM_THREADS. With
- * bf16 (forward_dtype=bfloat16 on a CPU with AVX512-BF16) both operands are rounded to bf16 as
- * they are packed and summed in fp32, as the cuda backend's tensor cores do. trm_gemm_cpu_rows
- * runs A·Bᵀ by blocks of whole rows and hands each block on, still in cache, to a callback (the
- * fused gate/up + SwiGLU passes of swiglu.c). */
+ * and OpenMP over blocks of the output. The weight gradients (Aᵀ·B with a long K) run in fixed
+ * slices of K, both operands packed (gemm_tn_slices). TRM's products are medium-sized
+ * (thousands of rows, K of 85..5440) and OpenBLAS threads them poorly (it scaled from 8 to 16
+ * threads by 1.25x on the device host and slows down on two threads for the mlp_t shapes); here
+ * every thread owns whole output blocks, packs what it alone needs and never waits for another,
+ * and each element is summed in the same order whatever the thread count, so results do not
+ * depend on OMP_NUM_THREADS. With bf16 (forward_dtype=bfloat16 on a CPU with AVX512-BF16) both
+ * operands are rounded to bf16 as they are packed and summed in fp32, as the cuda backend's
+ * tensor cores do. trm_gemm_cpu_rows runs A·op(B) by blocks of whole rows and hands each block
+ * on, still in cache, to a callback (swiglu.c's fused passes: gate/up + SwiGLU, the down
+ * projection's input gradient + the SwiGLU backward). */
 #include "gemm_cpu.h"
 
 #include <stdint.h>
@@ -235,11 +237,15 @@ static void pack_a(float *dst, const gemm_job *j, int m0, int mc, int k0, int kc
         pack_at_12(dst, j, m0, mc, k0, kc);
         return;
     }
-    if (j->ta) { /* AVX2's 6-row panels: the same order */
+    if (j->ta) { /* AVX2's 6-row panels in the same order: along each row of A */
         for (int k = 0; k < kc; k++) {
             const float *src = j->A + (size_t)(k0 + k) * j->lda + m0;
-            for (int i = 0; i < mc; i++) dst[(size_t)(i / mr * mr) * kc + k * mr + i % mr] = src[i];
-            for (int i = mc; i < (mc + mr - 1) / mr * mr; i++) dst[(size_t)(i / mr * mr) * kc + k * mr + i % mr] = 0.0f;
+            for (int p = 0; p < mc; p += mr) {
+                float *d = dst + (size_t)p * kc + (size_t)k * mr;
+                int rows = mc - p < mr ? mc - p : mr;
+                for (int i = 0; i < rows; i++) d[i] = src[p + i];
+                for (int i = rows; i < mr; i++) d[i] = 0.0f;
+            }
         }
         return;
     }
@@ -364,9 +370,10 @@ static int round_up(int x, int m) { return (x + m - 1) / m * m; }
  * block cost up to half the time of the forward products), a chunk of K at a time, PACK_CHUNK
  * floats, so that what was packed is still in cache when the blocks read it: the weight
  * gradients (K of 5440, op(B) 11 MB) went 1.7× faster on the device host's Xeon with 2 MB
- * chunks than packed whole. A chunk ends where a packed block of K does, so each element's
- * sums run in the same order as in one piece. op(A) is read where it lies by the fp32 kernels
- * (run_block_inplace; Aᵀ with AVX-512 only), and elsewhere packed by each block for itself. */
+ * chunks than packed whole, before gemm_tn_slices took the smaller ones. A chunk ends where a
+ * packed block of K does, so each element's sums run in the same order as in one piece. op(A)
+ * is read where it lies by the fp32 kernels (run_block_inplace; Aᵀ with AVX-512 only), and
+ * elsewhere packed by each block for itself. */
 #define PACK_CHUNK ((size_t)512 << 10)
 #define BPACK_CAP ((size_t)16 << 20) /* trm_gemm_cpu_rows: op(B) packed whole up to this */
 
@@ -513,11 +520,15 @@ static void sum_slices(const gemm_job *j, const float *P, int S, int r0, int r1)
     }
 }
 
-/* Returns 0, having done nothing, where the product is not a long-K Aᵀ·B in fp32. */
+/* Returns 0, having done nothing, where the product is not an Aᵀ·B in fp32 with K past one
+ * slice, where its partials would pass SPLIT_CAP, or with TRM_CPU_SLICES=0 (the general path,
+ * for A/B timings and for the tests of that path on long K). */
 static int gemm_tn_slices(const gemm_job *j, const arch *a, int threads) {
     int M = j->M, N = j->N, K = j->K, S = (K + KS - 1) / KS;
     size_t mn = (size_t)M * N;
     if (!j->ta || j->tb || S < 2 || (size_t)S * mn * sizeof(float) > SPLIT_CAP) return 0;
+    const char *off = getenv("TRM_CPU_SLICES");
+    if (off && !strcmp(off, "0")) return 0;
     int m = round_up(M < MC_SPLIT ? M : MC_SPLIT, a->mr), n = round_up(N < 512 ? N : 512, a->nr);
     int mb = (M + m - 1) / m, nb = (N + n - 1) / n; /* then evened out, as choose_blocks does */
     int mc = round_up((M + mb - 1) / mb, a->mr), nc = round_up((N + nb - 1) / nb, a->nr);

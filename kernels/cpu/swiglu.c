@@ -82,8 +82,8 @@ static void down_rows(void *ctx, int r0, int nrows, const float *dact, int ld) {
     const gate_up_rows *a = ctx;
     for (int r = 0; r < nrows; r++) {
         size_t row = (size_t)(r0 + r);
-        swiglu_bwd_row(a->dgu + row * 2 * a->I, a->act + row * a->I, dact + (size_t)r * ld, a->gu + row * 2 * a->I,
-                       a->I);
+        swiglu_bwd_row(a->dgu + row * 2 * a->I, a->act ? a->act + row * a->I : NULL, dact + (size_t)r * ld,
+                       a->gu + row * 2 * a->I, a->I);
     }
 }
 
