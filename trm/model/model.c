@@ -318,13 +318,16 @@ static size_t layout_gemm_weights(trm_model *m) {
 static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
 /* The backward's work area (tmp_big), in activations: big1 (a gate/up or QKV gradient), big2 (a
- * SwiGLU output gradient or the attention output's), w1 and w2 ((B,T,D) rows or mlp_t's
- * (B, D, Tp) ones). block_bwd carves it in this order. */
+ * SwiGLU output gradient or the attention output's), and for mlp_t's mixer w1 and w2, (B, D, Tp)
+ * rows: w1 only where the norm's transposes are not fused (dy1ᵀ), w2 always. The attention mixer
+ * uses neither (they had been sized (B, T, D) all the same: 2 × 76 MB at sudoku_att's shape in
+ * bf16). block_bwd carves it in this order. */
 static void bwd_work_sizes(const trm_model *m, size_t sz[4]) {
-    size_t R = (size_t)m->B * m->T, RT = (size_t)m->B * m->D;
+    size_t R = (size_t)m->B * m->T, RT = (size_t)m->B * m->D, rows_t = m->cfg.mlp_t ? RT * m->Tp : 0;
     sz[0] = max3(R * 2 * m->I, RT * 2 * m->It, R * 3 * m->A);
     sz[1] = max3(R * m->I, RT * m->It, R * m->A);
-    sz[2] = sz[3] = max3(R * m->D, m->cfg.mlp_t ? RT * m->Tp : 0, 0);
+    sz[2] = norm_t(m) ? 0 : rows_t;
+    sz[3] = rows_t;
     for (int i = 0; i < 4; i++) sz[i] = (sz[i] + 127) / 128 * 128; /* 256-byte aligned pieces */
 }
 
@@ -745,18 +748,20 @@ static void swiglu_bwd_of(trm_model *m, void *dgu, void *act, const void *dact, 
     be->swiglu_bwd(be, dgu, act, dact, gu, rows, I);
 }
 
-/* The down projection's input gradient dact = dy·W (rows × I, into dact) and the SwiGLU backward
- * after it (dgu, act), in one pass where the backend fuses them (dact then never written); with
- * recompute=gate_up the SwiGLU backward is the gate/up pass's, so the product runs alone. */
-static void down_swiglu_bwd(trm_model *m, void *dgu, void *act, void *dact, const void *dy, int ldy, int dn,
-                            void *gu, const void *x, int ldx, int idx, int rows, int I, int K) {
+/* The down projection's input gradient dact = dy·W (rows × I, into dact; dy rows × Kd, W the
+ * down weight dn) and the SwiGLU backward after it (dgu, act; gu, or with recompute=gate_up the
+ * product of x, rows × Kg, and the gate/up weight idx), in one pass where the backend fuses them
+ * (dact then never written); with recompute=gate_up the SwiGLU backward is the gate/up pass's,
+ * so the product runs alone. */
+static void down_swiglu_bwd(trm_model *m, void *dgu, void *act, void *dact, const void *dy, int ldy, int dn, int Kd,
+                            void *gu, const void *x, int ldx, int idx, int Kg, int rows, int I) {
     trm_backend *be = m->be;
     if (m->cfg.recompute != TRM_RECOMPUTE_GATE_UP && be->down_swiglu_bwd &&
-        be->down_swiglu_bwd(be, dgu, act, dy, ldy, W_(m, m->wcur, dn), WLD(m, dn), m->wdt, gu, rows, I, K))
+        be->down_swiglu_bwd(be, dgu, act, dy, ldy, W_(m, m->wcur, dn), WLD(m, dn), m->wdt, gu, rows, I, Kd))
         return;
-    be->gemm(be, dt_awa(m), 0, 0, rows, I, K, 1.0f, dy, ldy, 0, W_(m, m->wcur, dn), WLD(m, dn), 0, 0.0f, dact, I, 0,
+    be->gemm(be, dt_awa(m), 0, 0, rows, I, Kd, 1.0f, dy, ldy, 0, W_(m, m->wcur, dn), WLD(m, dn), 0, 0.0f, dact, I, 0,
              1);
-    swiglu_bwd_of(m, dgu, act, dact, gu, x, ldx, idx, rows, I, K);
+    swiglu_bwd_of(m, dgu, act, dact, gu, x, ldx, idx, rows, I, Kg);
 }
 
 /* RoPE on q and k, then attention: one pass where the backend fuses them (q and k left rotated
@@ -842,7 +847,7 @@ static void mixer_mlpt_bwd(trm_model *m, int l, trm_block_acts *k, const void *d
     }
     /* down: dactt = w2·W; the SwiGLU gradient recomputes actt (a shared buffer) in its pass;
      * dW += w2ᵀ·actt over the T real columns */
-    down_swiglu_bwd(m, big1, k->actt, big2, w2, Tp, dn, k->gut, k->inT, Tp, gu, RT, m->It, Tp);
+    down_swiglu_bwd(m, big1, k->actt, big2, w2, Tp, dn, Tp, k->gut, k->inT, Tp, gu, Tp, RT, m->It);
     be->gemm(be, dt_aaf(m), 1, 0, T, m->It, RT, 1.0f, w2, Tp, 0, k->actt, m->It, 0, 1.0f, G_(m, dn), m->It, 0, 1);
     /* gate/up: dW += dgutᵀ·inT; d(inT) = w2 + dgut·W, built in w2 */
     be->gemm(be, dt_aaf(m), 1, 0, 2 * m->It, T, RT, 1.0f, big1, 2 * m->It, 0, k->inT, Tp, 0, 1.0f, G_(m, gu), T, 0, 1);
@@ -875,7 +880,8 @@ static void block_bwd(trm_model *m, int l, trm_block_acts *k, void *d) {
     be->rmsnorm_bwd(be, dx2, d, k->y2, k->rstd2, R, D, D);
     /* down: dact first; the SwiGLU gradient recomputes act (a shared buffer) in its pass, for
      * the weight gradient after it */
-    down_swiglu_bwd(m, big1, k->act, big2, dx2, D, m->p_layer[l][3], k->gu, k->y1, D, m->p_layer[l][2], R, m->I, D);
+    down_swiglu_bwd(m, big1, k->act, big2, dx2, D, m->p_layer[l][3], D, k->gu, k->y1, D, m->p_layer[l][2], D, R,
+                    m->I);
     linear_bwd_w(m, m->p_layer[l][3], dx2, k->act, R, m->I, D);
     /* dy1 = dx2 + dgu·Wgu, built in dx2 */
     linear_bwd(m, dx2, m->p_layer[l][2], big1, k->y1, R, D, 2 * m->I, 1);
