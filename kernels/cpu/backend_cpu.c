@@ -49,20 +49,26 @@ static void cpu_free(trm_backend *be, void *p) {
 #define COPY_PIECE ((size_t)256 << 10)
 #define COPY_PAR_MIN ((size_t)1 << 20)
 
-static void cpu_copy(trm_backend *be, void *dst, const void *src, size_t bytes) {
-    if (!bytes || dst == src) return;
-    char *d = dst;
-    const char *s = src;
-    if (bytes < COPY_PAR_MIN || (d < s + bytes && s < d + bytes)) {
-        memmove(dst, src, bytes);
-        return;
-    }
+/* dst[0 .. bytes) = src's, or zeros where src is NULL, in pieces across the threads. */
+static void by_pieces(char *dst, const char *src, size_t bytes) {
     long pieces = (long)((bytes + COPY_PIECE - 1) / COPY_PIECE);
 #pragma omp parallel for schedule(static)
     for (long i = 0; i < pieces; i++) {
         size_t o = (size_t)i * COPY_PIECE, n = bytes - o < COPY_PIECE ? bytes - o : COPY_PIECE;
-        memcpy(d + o, s + o, n);
+        if (src)
+            memcpy(dst + o, src + o, n);
+        else
+            memset(dst + o, 0, n);
     }
+}
+
+static void cpu_copy(trm_backend *be, void *dst, const void *src, size_t bytes) {
+    if (!bytes || dst == src) return;
+    const char *d = dst, *s = src;
+    if (bytes < COPY_PAR_MIN || (d < s + bytes && s < d + bytes))
+        memmove(dst, src, bytes);
+    else
+        by_pieces(dst, src, bytes);
 }
 
 /* host memory is the device's: transfers are copies */
@@ -70,16 +76,10 @@ static void cpu_to_device(trm_backend *be, void *dst, const void *src, size_t by
 static void cpu_to_host(trm_backend *be, void *dst, const void *src, size_t bytes) { cpu_copy(be, dst, src, bytes); }
 
 static void cpu_zero(trm_backend *be, void *p, size_t bytes) {
-    if (bytes < COPY_PAR_MIN) {
-        if (bytes) memset(p, 0, bytes);
-        return;
-    }
-    long pieces = (long)((bytes + COPY_PIECE - 1) / COPY_PIECE);
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < pieces; i++) {
-        size_t o = (size_t)i * COPY_PIECE;
-        memset((char *)p + o, 0, bytes - o < COPY_PIECE ? bytes - o : COPY_PIECE);
-    }
+    if (bytes >= COPY_PAR_MIN)
+        by_pieces(p, NULL, bytes);
+    else if (bytes)
+        memset(p, 0, bytes);
 }
 
 static void cpu_sync(trm_backend *be) { (void)be; }

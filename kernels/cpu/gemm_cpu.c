@@ -224,7 +224,8 @@ __attribute__((target("avx512f"))) static void pack_at_12(float *dst, const gemm
     for (int k = 0; k < kc; k++) {
         const float *src = j->A + (size_t)(k0 + k) * j->lda + m0;
         if (k + PF_PACK < kc)
-            for (int x = 0; x < mc; x += 16) _mm_prefetch((const char *)(src + PF_PACK * (size_t)j->lda + x), _MM_HINT_T0);
+            for (int x = 0; x < mc; x += 16)
+                _mm_prefetch((const char *)(src + PF_PACK * (size_t)j->lda + x), _MM_HINT_T0);
         for (int p = 0; p < whole; p += 12)
             _mm512_mask_storeu_ps(dst + (size_t)p * kc + k * 12, m12, _mm512_maskz_loadu_ps(m12, src + p));
         if (rem) _mm512_mask_storeu_ps(dst + (size_t)whole * kc + k * 12, m12, _mm512_maskz_loadu_ps(rem, src + whole));
@@ -390,18 +391,24 @@ typedef struct {
 static int kwords(const plan *pl, int kc) { return pl->bf ? (kc + 1) / 2 : kc; }
 static size_t kbase(const plan *pl, int k0) { return (size_t)(pl->bf ? k0 / 2 : k0) * pl->npad; }
 
+/* Piece t of op(B)[kc0 .. kc0+klen) into pl->bp: block of K t / panels, panel t % panels.
+ * pack_b_chunk shares the pieces among the threads; a slice of gemm_tn_slices packs its own. */
+static void pack_b_piece(const plan *pl, int kc0, int klen, int t) {
+    int nr = pl->a->nr, panels = pl->npad / nr, kb = t / panels, q = t % panels, k0 = kb * KC;
+    int kc = klen - k0 < KC ? klen - k0 : KC;
+    float *d = pl->bp + kbase(pl, k0) + (size_t)q * nr * kwords(pl, kc);
+    if (pl->bf)
+        pack_b_panel_bf16((uint32_t *)d, pl->j, q, kc0 + k0, kc, nr);
+    else
+        pack_b_panel(d, pl->j, q, kc0 + k0, kc, nr);
+}
+
+static int pack_b_pieces(const plan *pl, int klen) { return (klen + KC - 1) / KC * (pl->npad / pl->a->nr); }
+
 static void pack_b_chunk(const plan *pl, int kc0, int klen) {
-    const gemm_job *j = pl->j;
-    int nr = pl->a->nr, panels = pl->npad / nr, nkb = (klen + KC - 1) / KC;
+    int pieces = pack_b_pieces(pl, klen);
 #pragma omp for schedule(dynamic)
-    for (int t = 0; t < nkb * panels; t++) {
-        int kb = t / panels, q = t % panels, k0 = kb * KC, kc = klen - k0 < KC ? klen - k0 : KC;
-        float *d = pl->bp + kbase(pl, k0) + (size_t)q * nr * kwords(pl, kc);
-        if (pl->bf)
-            pack_b_panel_bf16((uint32_t *)d, j, q, kc0 + k0, kc, nr);
-        else
-            pack_b_panel(d, j, q, kc0 + k0, kc, nr);
-    }
+    for (int t = 0; t < pieces; t++) pack_b_piece(pl, kc0, klen, t);
 }
 
 /* fp32 with op(A) read where it lies (fn: the arch's rows kernel, or its cols kernel for Aᵀ):
@@ -467,13 +474,12 @@ static void run_block(const plan *pl, int m0, int mc, int n0, int nc, int kc0, i
 }
 
 /* Block sizes: rows a multiple of the kernel's, columns of its width, as large as cache allows
- * (96 × 512 for a block of K), then split until every thread has about three, and evened out
- * so no block is a sliver. */
+ * (mcap × 512 for a block of K), then split until there are `want` blocks (about three a
+ * thread), and evened out so no block is a sliver. */
 #define MC_MAX 96 /* rows of a block of C */
 
-static void choose_blocks(int M, int N, int threads, const arch *a, int *mc, int *nc) {
-    int m = round_up(M < MC_MAX ? M : MC_MAX, a->mr), n = round_up(N < 512 ? N : 512, a->nr);
-    long want = threads > 1 ? 3L * threads : 1;
+static void choose_blocks(int M, int N, int mcap, long want, const arch *a, int *mc, int *nc) {
+    int m = round_up(M < mcap ? M : mcap, a->mr), n = round_up(N < 512 ? N : 512, a->nr);
     while ((long)((M + m - 1) / m) * ((N + n - 1) / n) < want && (n > a->nr || m > a->mr)) {
         if ((m > 2 * a->mr && m >= n / 4) || n <= a->nr)
             m = round_up(m / 2, a->mr);
@@ -529,10 +535,9 @@ static int gemm_tn_slices(const gemm_job *j, const arch *a, int threads) {
     if (!j->ta || j->tb || S < 2 || (size_t)S * mn * sizeof(float) > SPLIT_CAP) return 0;
     const char *off = getenv("TRM_CPU_SLICES");
     if (off && !strcmp(off, "0")) return 0;
-    int m = round_up(M < MC_SPLIT ? M : MC_SPLIT, a->mr), n = round_up(N < 512 ? N : 512, a->nr);
-    int mb = (M + m - 1) / m, nb = (N + n - 1) / n; /* then evened out, as choose_blocks does */
-    int mc = round_up((M + mb - 1) / mb, a->mr), nc = round_up((N + nb - 1) / nb, a->nr);
-    mb = (M + mc - 1) / mc, nb = (N + nc - 1) / nc;
+    int mc, nc; /* blocks as large as cache allows: the slices give the threads their tasks */
+    choose_blocks(M, N, MC_SPLIT, 1, a, &mc, &nc);
+    int mb = (M + mc - 1) / mc, nb = (N + nc - 1) / nc;
     int blocks = mb * nb, tasks = S * blocks, nt = threads > tasks ? tasks : threads;
     float *P = trm_gemm_buffer((size_t)S * mn * sizeof(float));
 #pragma omp parallel num_threads(nt) if (nt > 1)
@@ -549,11 +554,7 @@ static int gemm_tn_slices(const gemm_job *j, const arch *a, int threads) {
                             j->A + (size_t)k0 * j->lda + m0, j->B + (size_t)k0 * j->ldb + n0,
                             P + (size_t)s * mn + (size_t)m0 * N + n0};
             plan tp = {&sub, a, bm, bn, 1, 1, round_up(bn, a->nr), 0, bp, 1};
-            for (int kb = 0; kb < len; kb += KC) {
-                int kc = len - kb < KC ? len - kb : KC;
-                for (int q = 0; q < tp.npad / a->nr; q++)
-                    pack_b_panel(bp + kbase(&tp, kb) + (size_t)q * a->nr * kc, &sub, q, kb, kc, a->nr);
-            }
+            for (int i = 0, pieces = pack_b_pieces(&tp, len); i < pieces; i++) pack_b_piece(&tp, 0, len, i); /* alone */
             run_block(&tp, 0, bm, 0, bn, 0, len, ap);
         }
         free(ap);
@@ -573,7 +574,7 @@ void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float 
     gemm_job j = {ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C};
     if (!bf16 && gemm_tn_slices(&j, &arch_here, threads)) return;
     plan pl = {&j, &arch_here, 0, 0, 0, 0, round_up(N, arch_here.nr), bf16 && arch_here.bf16, NULL, 0};
-    choose_blocks(M, N, threads, &arch_here, &pl.mc, &pl.nc);
+    choose_blocks(M, N, MC_MAX, threads > 1 ? 3L * threads : 1, &arch_here, &pl.mc, &pl.nc);
     pl.mb = (M + pl.mc - 1) / pl.mc, pl.nb = (N + pl.nc - 1) / pl.nc;
     int kchunk = K;
     if ((size_t)K * pl.npad > PACK_CHUNK) {
@@ -666,7 +667,8 @@ int trm_gemm_cpu_available(void) { return 0; }
 int trm_gemm_cpu_bf16(void) { return 0; }
 int trm_gemm_cpu_rows(int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
                       int threads, int bf16, trm_gemm_rows_fn done, void *ctx) {
-    (void)tb, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)C, (void)ldc, (void)threads, (void)bf16;
+    (void)tb, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)C, (void)ldc, (void)threads;
+    (void)bf16;
     (void)done, (void)ctx;
     return 0;
 }

@@ -87,21 +87,24 @@ static void down_rows(void *ctx, int r0, int nrows, const float *dact, int ld) {
     }
 }
 
-/* The product is the one cpu_gemm would run (cpu_own_gemm_threads threads, bf16 as the backend
- * says), so the bits equal gemm then swiglu_fwd / swiglu_bwd. Declined (0): fp32 weights only
- * (the cpu backend has no others), and where trm's own GEMM does not do the products. */
+/* The threads a fused pass's product runs on, as cpu_gemm's; 0 where the pass declines: weights
+ * not fp32 (the cpu backend has no others), or trm's own GEMM not doing the products. */
+static int fused_threads(int wdt) { return wdt == TRM_F32 ? cpu_own_gemm_threads() : 0; }
+
+/* The product is the one cpu_gemm would run (fused_threads, bf16 as the backend says), so the
+ * bits equal gemm then swiglu_fwd / swiglu_bwd. */
 int cpu_gate_up_swiglu(trm_backend *be, void *act, void *gu, const void *x, int ldx, const void *W, int ldw,
                        int wdt, int rows, int I, int K) {
-    int threads = cpu_own_gemm_threads();
-    if (wdt != TRM_F32 || !threads) return 0;
+    int threads = fused_threads(wdt);
+    if (!threads) return 0;
     gate_up_rows a = {act, NULL, NULL, NULL, I};
     return trm_gemm_cpu_rows(1, rows, 2 * I, K, x, ldx, W, ldw, gu, 2 * I, threads, be->use_bf16, fwd_rows, &a);
 }
 
 int cpu_gate_up_swiglu_bwd(trm_backend *be, void *dgu, void *act, const void *dact, const void *x, int ldx,
                            const void *W, int ldw, int wdt, int rows, int I, int K) {
-    int threads = cpu_own_gemm_threads();
-    if (wdt != TRM_F32 || !threads) return 0;
+    int threads = fused_threads(wdt);
+    if (!threads) return 0;
     gate_up_rows a = {act, dgu, dact, NULL, I};
     return trm_gemm_cpu_rows(1, rows, 2 * I, K, x, ldx, W, ldw, NULL, 0, threads, be->use_bf16, bwd_rows, &a);
 }
@@ -110,8 +113,8 @@ int cpu_gate_up_swiglu_bwd(trm_backend *be, void *dgu, void *act, const void *da
  * its rows: the same bits as the two ops. Declined (0) as cpu_gate_up_swiglu. */
 int cpu_down_swiglu_bwd(trm_backend *be, void *dgu, void *act, const void *dy, int ldy, const void *W, int ldw,
                         int wdt, const void *gu, int rows, int I, int K) {
-    int threads = cpu_own_gemm_threads();
-    if (wdt != TRM_F32 || !threads) return 0;
+    int threads = fused_threads(wdt);
+    if (!threads) return 0;
     gate_up_rows a = {act, dgu, NULL, gu, I};
     return trm_gemm_cpu_rows(0, rows, I, K, dy, ldy, W, ldw, NULL, 0, threads, be->use_bf16, down_rows, &a);
 }

@@ -748,19 +748,18 @@ static void swiglu_bwd_of(trm_model *m, void *dgu, void *act, const void *dact, 
     be->swiglu_bwd(be, dgu, act, dact, gu, rows, I);
 }
 
-/* The down projection's input gradient dact = dy·W (rows × I, into dact; dy rows × Kd, W the
- * down weight dn) and the SwiGLU backward after it (dgu, act; gu, or with recompute=gate_up the
- * product of x, rows × Kg, and the gate/up weight idx), in one pass where the backend fuses them
- * (dact then never written); with recompute=gate_up the SwiGLU backward is the gate/up pass's,
- * so the product runs alone. */
-static void down_swiglu_bwd(trm_model *m, void *dgu, void *act, void *dact, const void *dy, int ldy, int dn, int Kd,
-                            void *gu, const void *x, int ldx, int idx, int Kg, int rows, int I) {
+/* The down projection's input gradient dact = dy·W (linear_bwd_x's: rows × I into dact, dy rows
+ * × Kd, W the down weight dn) and the SwiGLU backward after it (dgu, act; gu, or with
+ * recompute=gate_up the product of x, rows × Kg, and the gate/up weight idx), in one pass where
+ * the backend fuses them (dact then never written); with recompute=gate_up the SwiGLU backward
+ * is the gate/up pass's, so the product runs alone. */
+static void down_swiglu_bwd(trm_model *m, void *dgu, void *act, void *dact, const void *dy, int dn, int Kd, void *gu,
+                            const void *x, int ldx, int idx, int Kg, int rows, int I) {
     trm_backend *be = m->be;
     if (m->cfg.recompute != TRM_RECOMPUTE_GATE_UP && be->down_swiglu_bwd &&
-        be->down_swiglu_bwd(be, dgu, act, dy, ldy, W_(m, m->wcur, dn), WLD(m, dn), m->wdt, gu, rows, I, Kd))
+        be->down_swiglu_bwd(be, dgu, act, dy, Kd, W_(m, m->wcur, dn), WLD(m, dn), m->wdt, gu, rows, I, Kd))
         return;
-    be->gemm(be, dt_awa(m), 0, 0, rows, I, Kd, 1.0f, dy, ldy, 0, W_(m, m->wcur, dn), WLD(m, dn), 0, 0.0f, dact, I, 0,
-             1);
+    linear_bwd_x(m, dact, dn, dy, rows, I, Kd, 0);
     swiglu_bwd_of(m, dgu, act, dact, gu, x, ldx, idx, rows, I, Kg);
 }
 
@@ -847,7 +846,7 @@ static void mixer_mlpt_bwd(trm_model *m, int l, trm_block_acts *k, const void *d
     }
     /* down: dactt = w2·W; the SwiGLU gradient recomputes actt (a shared buffer) in its pass;
      * dW += w2ᵀ·actt over the T real columns */
-    down_swiglu_bwd(m, big1, k->actt, big2, w2, Tp, dn, Tp, k->gut, k->inT, Tp, gu, Tp, RT, m->It);
+    down_swiglu_bwd(m, big1, k->actt, big2, w2, dn, Tp, k->gut, k->inT, Tp, gu, Tp, RT, m->It);
     be->gemm(be, dt_aaf(m), 1, 0, T, m->It, RT, 1.0f, w2, Tp, 0, k->actt, m->It, 0, 1.0f, G_(m, dn), m->It, 0, 1);
     /* gate/up: dW += dgutᵀ·inT; d(inT) = w2 + dgut·W, built in w2 */
     be->gemm(be, dt_aaf(m), 1, 0, 2 * m->It, T, RT, 1.0f, big1, 2 * m->It, 0, k->inT, Tp, 0, 1.0f, G_(m, gu), T, 0, 1);
@@ -880,8 +879,7 @@ static void block_bwd(trm_model *m, int l, trm_block_acts *k, void *d) {
     be->rmsnorm_bwd(be, dx2, d, k->y2, k->rstd2, R, D, D);
     /* down: dact first; the SwiGLU gradient recomputes act (a shared buffer) in its pass, for
      * the weight gradient after it */
-    down_swiglu_bwd(m, big1, k->act, big2, dx2, D, m->p_layer[l][3], D, k->gu, k->y1, D, m->p_layer[l][2], D, R,
-                    m->I);
+    down_swiglu_bwd(m, big1, k->act, big2, dx2, m->p_layer[l][3], D, k->gu, k->y1, D, m->p_layer[l][2], D, R, m->I);
     linear_bwd_w(m, m->p_layer[l][3], dx2, k->act, R, m->I, D);
     /* dy1 = dx2 + dgu·Wgu, built in dx2 */
     linear_bwd(m, dx2, m->p_layer[l][2], big1, k->y1, R, D, 2 * m->I, 1);
