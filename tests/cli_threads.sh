@@ -48,16 +48,24 @@ TRM_CPU_GEMM=amx-emulate check mlp_t_amx_emulated arch.forward_dtype=bfloat16
 # the wait policy trm sets for itself when the user set none (Linux: it re-executes once,
 # TRM_CPU_ENV marking the second start)
 if [ -r /proc/self/environ ]; then
+  trm_exe=$(readlink -f "$TRM")
   env_of() { # THREADS [VAR=VALUE...]: the wait policy in the environment trm runs its work with
     local t=$1
     shift
     env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u KMP_BLOCKTIME OMP_NUM_THREADS=$t "$@" \
       "$TRM" pretrain "${common[@]}" stop_after_steps=1 checkpoint_path="env_$t$#" > "env_$t$#.txt" 2>&1 &
-    local pid=$! i seen=""
-    for i in $(seq 100); do
-      seen=$(tr '\0' '\n' < /proc/$pid/environ 2>/dev/null)
-      grep -q '^TRM_CPU_ENV=' <<< "$seen" && break
-      [ $# -gt 0 ] && [ -n "$seen" ] && break # the user's policy: no re-execution for it
+    local pid=$! i s seen="" ran=0
+    # $pid is env's until env executes trm; trm's own environment is read only once
+    # /proc/$pid/exe is trm. trm re-executes (marking TRM_CPU_ENV) when it sets a policy;
+    # with the user's own policy it may re-execute for its BLAS choice, or not at all, so
+    # that case reads on for a second after trm started and keeps the last environment seen
+    for i in $(seq 200); do
+      if [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$trm_exe" ]; then
+        s=$(tr '\0' '\n' < /proc/$pid/environ 2>/dev/null) && [ -n "$s" ] && seen=$s
+        grep -q '^TRM_CPU_ENV=' <<< "$seen" && break
+        [ $# -gt 0 ] && [ $((++ran)) -ge 20 ] && break
+      fi
+      kill -0 $pid 2>/dev/null || break
       sleep 0.05
     done
     grep -E '^(OMP_WAIT_POLICY|GOMP_SPINCOUNT)=' <<< "$seen"
