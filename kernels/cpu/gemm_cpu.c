@@ -206,7 +206,7 @@ static arch pick_arch(void) {
     __builtin_cpu_init();
     const char *e = getenv("TRM_CPU_GEMM");
     if (__builtin_cpu_supports("avx512f") && !(e && !strcmp(e, "avx2")))
-        return (arch){kernel_avx512, __builtin_cpu_supports("avx512bf16") ? kernel_avx512bf16 : NULL,
+        return (arch){kernel_avx512, __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") ? kernel_avx512bf16 : NULL,
                       kernel_avx512_rows, kernel_avx512_cols, 12, 32};
     return (arch){kernel_avx2, NULL, kernel_avx2_rows, NULL, 6, 16};
 }
@@ -312,57 +312,78 @@ static void pack_b_panel(float *dst, const gemm_job *j, int q, int k0, int kc, i
     }
 }
 
-/* fp32 → bf16, round to nearest even (NaN stays NaN), as the cuda backend's operands. */
-static uint32_t to_bf16(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
-    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+/* ---- bf16 operands: fp32 rounded to nearest even by VCVTNE2PS2BF16 as they are packed
+ * (NaN stays NaN; a denormal input becomes zero, as on AMX). k in pairs, 32 bits a pair, the
+ * lower k in the low half. The bf16 kernel runs only with AVX-512 (12 × 32). Scalar
+ * conversions had made the packs the bf16 products' bound: on this EPYC (AVX512-BF16, one
+ * thread) x·Wᵀ 5440 × 1024 × 128 ran at 153 GFLOP/s, where A is packed once, and dy·W at 97
+ * and the weight gradients at 63, where every block converts its A: slower than in fp32. */
+#define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
+
+/* 16 pairs of neighbours from src[0 .. 32), n of them values (zeros past). */
+BF16_TARGET static inline __m512i pairs_run16(const float *src, int n) {
+    __m512 lo = _mm512_maskz_loadu_ps(lanes(n), src), hi = _mm512_maskz_loadu_ps(lanes(n - 16), src + 16);
+    return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
 }
 
-static uint32_t pair_bf16(float lo, float hi) { return to_bf16(lo) | to_bf16(hi) << 16; }
-
-/* Rows (or columns) whose k runs along memory: each pair is two neighbours. */
-static void pack_pairs_run(uint32_t *d, size_t dstride, const float *src, int kc) {
-    for (int p = 0; p < kc / 2; p++) d[(size_t)p * dstride] = pair_bf16(src[2 * p], src[2 * p + 1]);
-    if (kc & 1) d[(size_t)(kc / 2) * dstride] = to_bf16(src[kc - 1]);
+/* r0[x] (k) and r1[x] (k + 1) paired for x < n (zeros past; r1 NULL: k + 1 past K). */
+BF16_TARGET static inline __m512i pairs_rows16(const float *r0, const float *r1, int n) {
+    const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                           21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    __mmask16 m = lanes(n);
+    __m512 a = _mm512_maskz_loadu_ps(m, r0), b = r1 ? _mm512_maskz_loadu_ps(m, r1) : _mm512_setzero_ps();
+    return _mm512_permutexvar_epi16(inter, (__m512i)_mm512_cvtne2ps_pbh(b, a));
 }
 
-/* k across rows of memory: each pair of rows is read along its length, `width` values. */
-static void pack_pairs_rows(uint32_t *d, size_t dstride, const float *src, size_t ld, int kc, int width) {
-    for (int p = 0; p < (kc + 1) / 2; p++) {
-        const float *r0 = src + (size_t)(2 * p) * ld, *r1 = r0 + ld;
-        uint32_t *o = d + (size_t)p * dstride;
-        if (2 * p + 1 < kc)
-            for (int x = 0; x < width; x++) o[x] = pair_bf16(r0[x], r1[x]);
-        else
-            for (int x = 0; x < width; x++) o[x] = to_bf16(r0[x]);
+/* `lines` runs along k (rows of A, or of B where op(B) = Bᵀ), each `ld` apart, as pairs: pair
+ * q of run i goes to d[q·dstride + i], lane `mask` of each pair's row stored (zeros where
+ * i ≥ lines). 16 runs × 16 pairs at a time, transposed in registers. */
+BF16_TARGET static void pack_runs_bf16(uint32_t *d, size_t dstride, __mmask16 mask, const float *src, size_t ld,
+                                       int lines, int kc) {
+    int kp = (kc + 1) / 2;
+    for (int q0 = 0; q0 < kp; q0 += 16) {
+        __m512i r[16];
+        for (int i = 0; i < 16; i++)
+            r[i] = i < lines ? pairs_run16(src + (size_t)i * ld + 2 * q0, kc - 2 * q0) : _mm512_setzero_si512();
+        transpose16(r);
+        for (int x = 0; x < 16 && q0 + x < kp; x++) _mm512_mask_storeu_epi32(d + (size_t)(q0 + x) * dstride, mask, r[x]);
     }
 }
 
-static void pack_a_bf16(uint32_t *dst, const gemm_job *j, int m0, int mc, int k0, int kc, int mr) {
+/* k across rows of memory (`ld` apart): rows 2q and 2q + 1 paired along their `width` values
+ * (≤ 32), zeros up to dstride, which is 12 or 32. */
+BF16_TARGET static void pack_rows_bf16(uint32_t *d, size_t dstride, const float *src, size_t ld, int kc, int width) {
+    __mmask16 m0 = lanes(dstride < 16 ? (int)dstride : 16), m1 = lanes((int)dstride - 16);
+    for (int q = 0; q < (kc + 1) / 2; q++) {
+        const float *r0 = src + (size_t)(2 * q) * ld, *r1 = 2 * q + 1 < kc ? r0 + ld : NULL;
+        uint32_t *o = d + (size_t)q * dstride;
+        _mm512_mask_storeu_epi32(o, m0, pairs_rows16(r0, r1, width));
+        if (m1) _mm512_mask_storeu_epi32(o + 16, m1, pairs_rows16(r0 + 16, r1 ? r1 + 16 : NULL, width - 16));
+    }
+}
+
+/* op(A)'s panels of mr = 12 rows, pairs of k-major. */
+BF16_TARGET static void pack_a_bf16(uint32_t *dst, const gemm_job *j, int m0, int mc, int k0, int kc, int mr) {
     int kp = (kc + 1) / 2;
     for (int p = 0; p < mc; p += mr) {
         int rows = mc - p < mr ? mc - p : mr;
         uint32_t *d = dst + (size_t)p * kp;
         if (j->ta)
-            pack_pairs_rows(d, (size_t)mr, j->A + (size_t)k0 * j->lda + m0 + p, (size_t)j->lda, kc, rows);
+            pack_rows_bf16(d, (size_t)mr, j->A + (size_t)k0 * j->lda + m0 + p, (size_t)j->lda, kc, rows);
         else
-            for (int i = 0; i < rows; i++)
-                pack_pairs_run(d + i, (size_t)mr, j->A + (size_t)(m0 + p + i) * j->lda + k0, kc);
-        for (int q = 0; q < kp; q++)
-            for (int i = rows; i < mr; i++) d[(size_t)q * mr + i] = 0;
+            pack_runs_bf16(d, (size_t)mr, lanes(mr), j->A + (size_t)(m0 + p) * j->lda + k0, (size_t)j->lda, rows, kc);
     }
 }
 
-static void pack_b_panel_bf16(uint32_t *dst, const gemm_job *j, int q, int k0, int kc, int nr) {
-    int n0 = q * nr, cols = j->N - n0 < nr ? j->N - n0 : nr, kp = (kc + 1) / 2;
+/* Panel q of op(B), nr = 32 columns, pairs of k-major. */
+BF16_TARGET static void pack_b_panel_bf16(uint32_t *dst, const gemm_job *j, int q, int k0, int kc, int nr) {
+    int n0 = q * nr, cols = j->N - n0 < nr ? j->N - n0 : nr;
     if (j->tb)
-        for (int c = 0; c < cols; c++) pack_pairs_run(dst + c, (size_t)nr, j->B + (size_t)(n0 + c) * j->ldb + k0, kc);
+        for (int c0 = 0; c0 < nr; c0 += 16)
+            pack_runs_bf16(dst + c0, (size_t)nr, 0xffff, j->B + (size_t)(n0 + c0) * j->ldb + k0, (size_t)j->ldb,
+                           cols - c0, kc);
     else
-        pack_pairs_rows(dst, (size_t)nr, j->B + (size_t)k0 * j->ldb + n0, (size_t)j->ldb, kc, cols);
-    for (int p = 0; p < kp; p++)
-        for (int c = cols; c < nr; c++) dst[(size_t)p * nr + c] = 0;
+        pack_rows_bf16(dst, (size_t)nr, j->B + (size_t)k0 * j->ldb + n0, (size_t)j->ldb, kc, cols);
 }
 
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
@@ -526,6 +547,36 @@ static void sum_slices(const gemm_job *j, const float *P, int S, int r0, int r1)
     }
 }
 
+/* A slice's op(B) = B (fp32, AVX-512 panels of 32) into pl->bp, row by row of B: each row is
+ * read once along memory and its columns go to every panel. Panel by panel (pack_b_piece), the
+ * rows were read 128 bytes at a time, ldb apart, for each panel again, and the pack ran at a
+ * third of the rate (EPYC, one thread, the down weight's gradient: 16% of its time). Same
+ * layout, so the same bits. */
+__attribute__((target("avx512f"))) static void pack_b_rows_32(const plan *pl, int klen) {
+    const gemm_job *j = pl->j;
+    int panels = pl->npad / 32, last = (panels - 1) * 32;
+    __mmask16 lo = lanes(j->N - last), hi = lanes(j->N - last - 16);
+    for (int k0 = 0; k0 < klen; k0 += KC) {
+        int kc = klen - k0 < KC ? klen - k0 : KC;
+        float *d = pl->bp + kbase(pl, k0);
+        for (int k = 0; k < kc; k++) {
+            const float *src = j->B + (size_t)(k0 + k) * j->ldb;
+            float *o = d + (size_t)k * 32;
+            for (int q = 0; q < last; q += 32, o += (size_t)kc * 32)
+                _mm512_storeu_ps(o, _mm512_loadu_ps(src + q)), _mm512_storeu_ps(o + 16, _mm512_loadu_ps(src + q + 16));
+            copy_32_avx512(o, src + last, lo, hi);
+        }
+    }
+}
+
+static void pack_b_slice(const plan *pl, int klen) {
+    if (pl->a->nr == 32 && !pl->bf && !pl->j->tb) {
+        pack_b_rows_32(pl, klen);
+        return;
+    }
+    for (int i = 0, pieces = pack_b_pieces(pl, klen); i < pieces; i++) pack_b_piece(pl, 0, klen, i);
+}
+
 /* Returns 0, having done nothing, where the product is not an Aᵀ·B in fp32 with K past one
  * slice, where its partials would pass SPLIT_CAP, or with TRM_CPU_SLICES=0 (the general path,
  * for A/B timings and for the tests of that path on long K). */
@@ -554,7 +605,7 @@ static int gemm_tn_slices(const gemm_job *j, const arch *a, int threads) {
                             j->A + (size_t)k0 * j->lda + m0, j->B + (size_t)k0 * j->ldb + n0,
                             P + (size_t)s * mn + (size_t)m0 * N + n0};
             plan tp = {&sub, a, bm, bn, 1, 1, round_up(bn, a->nr), 0, bp, 1};
-            for (int i = 0, pieces = pack_b_pieces(&tp, len); i < pieces; i++) pack_b_piece(&tp, 0, len, i); /* alone */
+            pack_b_slice(&tp, len);
             run_block(&tp, 0, bm, 0, bn, 0, len, ap);
         }
         free(ap);
