@@ -151,6 +151,25 @@ __attribute__((target("avx512f,avx512bf16"))) static void kernel_avx512bf16(int 
     store_12x32(c, C, ldc, 0, mr, nr, alpha, beta, first);
 }
 
+/* Rows r0 .. 6 of a whole AVX2 tile (16 columns, from `acc`, 16 apart) into C: store_tile's
+ * arithmetic in vectors (-ffp-contract=off: a product and a sum, each rounded, as there; the
+ * scalar loop took 5% of a weight gradient's time). The accumulators reach it through `acc`:
+ * handed over as registers, GCC kept them in memory again inside the k loop. */
+__attribute__((target("avx2"))) static void store_6x16(const float *acc, float *C, int ldc, int r0, float alpha,
+                                                        float beta, int first) {
+    __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+    for (int i = r0; i < 6; i++)
+        for (int h = 0; h < 16; h += 8) {
+            float *p = C + (size_t)i * ldc + h;
+            __m256 r = _mm256_mul_ps(va, _mm256_loadu_ps(acc + i * 16 + h));
+            if (!first || beta == 1.0f)
+                r = _mm256_add_ps(_mm256_loadu_ps(p), r);
+            else if (beta != 0.0f)
+                r = _mm256_add_ps(_mm256_mul_ps(vb, _mm256_loadu_ps(p)), r);
+            _mm256_storeu_ps(p, r);
+        }
+}
+
 /* The AVX2 kernels' accumulators go to `acc` by an unrolled loop: with a rolled one (an
  * index into c), GCC kept c in memory too and stored all twelve accumulators on every k, and
  * the kernels ran at 40% of the FMA units' rate (this EPYC, TRM_CPU_GEMM=avx2, one thread,
@@ -163,7 +182,10 @@ __attribute__((target("avx2,fma"))) static void kernel_avx2(int kc, const float 
     float acc[6 * 16];
 #pragma GCC unroll 6
     for (int i = 0; i < 6; i++) _mm256_storeu_ps(acc + i * 16, c[i][0]), _mm256_storeu_ps(acc + i * 16 + 8, c[i][1]);
-    store_tile(C, ldc, acc, 16, mr, nr, alpha, beta, first);
+    if (mr == 6 && nr == 16)
+        store_6x16(acc, C, ldc, 0, alpha, beta, first);
+    else
+        store_tile(C, ldc, acc, 16, mr, nr, alpha, beta, first);
 }
 
 /* op(A) = Aᵀ read in place: a k's MR values are contiguous in A's row k (lda apart from the
@@ -193,7 +215,10 @@ __attribute__((target("avx2,fma"))) static void kernel_avx2_rows(int kc, const f
     float acc[6 * 16];
 #pragma GCC unroll 6
     for (int i = 0; i < 6; i++) _mm256_storeu_ps(acc + i * 16, c[i][0]), _mm256_storeu_ps(acc + i * 16 + 8, c[i][1]);
-    store_tile(C + (size_t)r0 * ldc, ldc, acc + r0 * 16, 16, 6 - r0, nr, alpha, beta, first);
+    if (nr == 16)
+        store_6x16(acc, C, ldc, r0, alpha, beta, first);
+    else
+        store_tile(C + (size_t)r0 * ldc, ldc, acc + r0 * 16, 16, 6 - r0, nr, alpha, beta, first);
 }
 
 typedef void (*ukernel)(int, const float *, const float *, float *, int, int, int, float, float, int);
@@ -238,13 +263,39 @@ __attribute__((target("avx512f"))) static void pack_at_12(float *dst, const gemm
     }
 }
 
+/* AVX2's 6-row panels in the same order: along each row of A, a panel's six values a 16-byte
+ * and an 8-byte move (copied one float at a time, the pack took a quarter to a third of the
+ * weight gradients' time). */
+static void pack_at_6(float *dst, const gemm_job *j, int m0, int mc, int k0, int kc) {
+    int whole = mc / 6 * 6;
+    for (int k = 0; k < kc; k++) {
+        const float *src = j->A + (size_t)(k0 + k) * j->lda + m0;
+        if (k + PF_PACK < kc)
+            for (int x = 0; x < mc; x += 16) _mm_prefetch((const char *)(src + PF_PACK * (size_t)j->lda + x), _MM_HINT_T0);
+        float *d = dst + (size_t)k * 6;
+        for (int p = 0; p < whole; p += 6, d += (size_t)6 * kc) {
+            _mm_storeu_ps(d, _mm_loadu_ps(src + p));
+            _mm_storel_pi((__m64 *)(d + 4), _mm_loadl_pi(_mm_setzero_ps(), (const __m64 *)(src + p + 4)));
+        }
+        if (whole < mc) {
+            int i = 0;
+            for (; i < mc - whole; i++) d[i] = src[whole + i];
+            for (; i < 6; i++) d[i] = 0.0f;
+        }
+    }
+}
+
 /* op(A)[m0 .. m0+mc)[k0 .. k0+kc) into panels of mr rows, k-major within a panel. */
 static void pack_a(float *dst, const gemm_job *j, int m0, int mc, int k0, int kc, int mr) {
     if (j->ta && mr == 12) {
         pack_at_12(dst, j, m0, mc, k0, kc);
         return;
     }
-    if (j->ta) { /* AVX2's 6-row panels in the same order: along each row of A */
+    if (j->ta && mr == 6) {
+        pack_at_6(dst, j, m0, mc, k0, kc);
+        return;
+    }
+    if (j->ta) {
         for (int k = 0; k < kc; k++) {
             const float *src = j->A + (size_t)(k0 + k) * j->lda + m0;
             for (int p = 0; p < mc; p += mr) {
@@ -309,6 +360,13 @@ static void pack_b_panel(float *dst, const gemm_job *j, int q, int k0, int kc, i
         __mmask16 lo = lanes(cols), hi = lanes(cols - 16);
         for (int k = 0; k < kc; k++)
             copy_32_avx512(dst + (size_t)k * nr, j->B + (size_t)(k0 + k) * j->ldb + n0, lo, hi);
+    } else if (nr == 16 && cols == 16) { /* AVX2's whole panel: two vectors a k (a memcpy call
+                                          * a k cost 6% of a weight gradient's time) */
+        for (int k = 0; k < kc; k++) {
+            const float *src = j->B + (size_t)(k0 + k) * j->ldb + n0;
+            _mm256_storeu_ps(dst + k * 16, _mm256_loadu_ps(src));
+            _mm256_storeu_ps(dst + k * 16 + 8, _mm256_loadu_ps(src + 8));
+        }
     } else {
         for (int k = 0; k < kc; k++) {
             const float *src = j->B + (size_t)(k0 + k) * j->ldb + n0;
@@ -575,9 +633,33 @@ __attribute__((target("avx512f"))) static void pack_b_rows_32(const plan *pl, in
     }
 }
 
+/* The same with AVX2's panels of 16: two vectors a panel, the last partial panel's columns
+ * one at a time with zeros after. */
+static void pack_b_rows_16(const plan *pl, int klen) {
+    const gemm_job *j = pl->j;
+    int panels = pl->npad / 16, last = (panels - 1) * 16, cols = j->N - last;
+    for (int k0 = 0; k0 < klen; k0 += KC) {
+        int kc = klen - k0 < KC ? klen - k0 : KC;
+        float *d = pl->bp + kbase(pl, k0);
+        for (int k = 0; k < kc; k++) {
+            const float *src = j->B + (size_t)(k0 + k) * j->ldb;
+            float *o = d + (size_t)k * 16;
+            for (int q = 0; q < last; q += 16, o += (size_t)kc * 16)
+                _mm256_storeu_ps(o, _mm256_loadu_ps(src + q)), _mm256_storeu_ps(o + 8, _mm256_loadu_ps(src + q + 8));
+            int c = 0;
+            for (; c < cols; c++) o[c] = src[last + c];
+            for (; c < 16; c++) o[c] = 0.0f;
+        }
+    }
+}
+
 static void pack_b_slice(const plan *pl, int klen) {
     if (pl->a->nr == 32 && !pl->bf && !pl->j->tb) {
         pack_b_rows_32(pl, klen);
+        return;
+    }
+    if (pl->a->nr == 16 && !pl->bf && !pl->j->tb) {
+        pack_b_rows_16(pl, klen);
         return;
     }
     for (int i = 0, pieces = pack_b_pieces(pl, klen); i < pieces; i++) pack_b_piece(pl, 0, klen, i);
