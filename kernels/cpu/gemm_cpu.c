@@ -319,6 +319,11 @@ static void pack_a(float *dst, const gemm_job *j, int m0, int mc, int k0, int kc
     }
 }
 
+__attribute__((target("avx2"))) static inline void copy_16_avx2(float *d, const float *src) {
+    _mm256_storeu_ps(d, _mm256_loadu_ps(src));
+    _mm256_storeu_ps(d + 8, _mm256_loadu_ps(src + 8));
+}
+
 __attribute__((target("avx512f"))) static void copy_32_avx512(float *d, const float *src, __mmask16 lo, __mmask16 hi) {
     _mm512_storeu_ps(d, _mm512_maskz_loadu_ps(lo, src));
     _mm512_storeu_ps(d + 16, _mm512_maskz_loadu_ps(hi, src + 16));
@@ -362,11 +367,7 @@ static void pack_b_panel(float *dst, const gemm_job *j, int q, int k0, int kc, i
             copy_32_avx512(dst + (size_t)k * nr, j->B + (size_t)(k0 + k) * j->ldb + n0, lo, hi);
     } else if (nr == 16 && cols == 16) { /* AVX2's whole panel: two vectors a k (a memcpy call
                                           * a k cost 6% of a weight gradient's time) */
-        for (int k = 0; k < kc; k++) {
-            const float *src = j->B + (size_t)(k0 + k) * j->ldb + n0;
-            _mm256_storeu_ps(dst + k * 16, _mm256_loadu_ps(src));
-            _mm256_storeu_ps(dst + k * 16 + 8, _mm256_loadu_ps(src + 8));
-        }
+        for (int k = 0; k < kc; k++) copy_16_avx2(dst + k * 16, j->B + (size_t)(k0 + k) * j->ldb + n0);
     } else {
         for (int k = 0; k < kc; k++) {
             const float *src = j->B + (size_t)(k0 + k) * j->ldb + n0;
@@ -635,7 +636,7 @@ __attribute__((target("avx512f"))) static void pack_b_rows_32(const plan *pl, in
 
 /* The same with AVX2's panels of 16: two vectors a panel, the last partial panel's columns
  * one at a time with zeros after. */
-static void pack_b_rows_16(const plan *pl, int klen) {
+__attribute__((target("avx2"))) static void pack_b_rows_16(const plan *pl, int klen) {
     const gemm_job *j = pl->j;
     int panels = pl->npad / 16, last = (panels - 1) * 16, cols = j->N - last;
     for (int k0 = 0; k0 < klen; k0 += KC) {
@@ -644,8 +645,7 @@ static void pack_b_rows_16(const plan *pl, int klen) {
         for (int k = 0; k < kc; k++) {
             const float *src = j->B + (size_t)(k0 + k) * j->ldb;
             float *o = d + (size_t)k * 16;
-            for (int q = 0; q < last; q += 16, o += (size_t)kc * 16)
-                _mm256_storeu_ps(o, _mm256_loadu_ps(src + q)), _mm256_storeu_ps(o + 8, _mm256_loadu_ps(src + q + 8));
+            for (int q = 0; q < last; q += 16, o += (size_t)kc * 16) copy_16_avx2(o, src + q);
             int c = 0;
             for (; c < cols; c++) o[c] = src[last + c];
             for (; c < 16; c++) o[c] = 0.0f;
