@@ -31,7 +31,6 @@
 #endif
 
 #define AMX_TARGET __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512bf16")))
-#define BF_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
 #define KSTEP 32                    /* k per tile product */
 #define PANEL 32                    /* columns of op(B) per packed panel: two B tiles */
 #define STRIP 32                    /* rows of op(A) per packed strip: two A tiles */
@@ -93,25 +92,16 @@ int trm_gemm_amx_available(void) { return amx_mode() != 0; }
 
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
-/* n floats (n ≤ 32) of src as bf16 at dst, zeros up to 32: two vector conversions. */
-BF_TARGET static inline void cvt32(uint16_t *dst, const float *src, int n) {
-    __mmask16 m0 = lanes(n), m1 = lanes(n - 16);
-    __m512 lo = _mm512_maskz_loadu_ps(m0, src), hi = _mm512_maskz_loadu_ps(m1, src + 16);
-    _mm512_storeu_si512(dst, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-}
-
-/* Rows r0 (k) and r1 (k+1) of 16 values as 16 bf16 pairs, r0's in the low half of each. */
-BF_TARGET static inline __m512i pair16(__m512 r0, __m512 r1) {
-    const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                                           21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    return _mm512_permutexvar_epi16(inter, (__m512i)_mm512_cvtne2ps_pbh(r1, r0));
+/* n floats (n ≤ 32) of src as bf16 at dst, zeros up to 32. */
+BF16_TARGET static inline void cvt32(uint16_t *dst, const float *src, int n) {
+    _mm512_storeu_si512(dst, bf16_run32(src, n));
 }
 
 /* Strip of op(A): rows m0 .. m0+32 (zeros past M), k0 .. k0+klen (zeros up to kp), row-major
  * bf16 with rows kp apart. Rows along memory (ta = 0) convert straight; where op(A)'s rows are
  * A's columns (ta = 1, the weight gradients) 16 pairs of A's rows are read along memory, paired
  * and transposed 16 × 16 at a time. */
-BF_TARGET static void pack_a_strip(uint16_t *dst, const amx_job *j, int m0, int k0, int klen, int kp) {
+BF16_TARGET static void pack_a_strip(uint16_t *dst, const amx_job *j, int m0, int k0, int klen, int kp) {
     if (!j->ta) {
         for (int i = 0; i < STRIP; i++) {
             uint16_t *d = dst + (size_t)i * kp;
@@ -133,7 +123,7 @@ BF_TARGET static void pack_a_strip(uint16_t *dst, const amx_job *j, int m0, int 
                 const float *a = j->A + (size_t)(k0 + ka) * j->lda + m0 + h;
                 __m512 x0 = ka < klen ? _mm512_maskz_loadu_ps(m, a) : _mm512_setzero_ps();
                 __m512 x1 = ka + 1 < klen ? _mm512_maskz_loadu_ps(m, a + j->lda) : _mm512_setzero_ps();
-                r[p] = pair16(x0, x1); /* pair p of 16 rows m */
+                r[p] = bf16_pairs16(x0, x1); /* pair p of 16 rows m */
             }
             transpose16(r); /* r[i]: row m0+h+i, pairs k/2 .. k/2+16 */
             for (int i = 0; i < 16; i++) _mm512_storeu_si512(dst + (size_t)(h + i) * kp + k, r[i]);
@@ -143,7 +133,7 @@ BF_TARGET static void pack_a_strip(uint16_t *dst, const amx_job *j, int m0, int 
 
 /* Panel q of op(B) for k0 .. k0+klen: rows of 32 uint32, row p holding the pair (2p, 2p+1) of
  * each column (zeros past N and klen). */
-BF_TARGET static void pack_b_panel(uint32_t *dst, const amx_job *j, int q, int k0, int klen, int kp) {
+BF16_TARGET static void pack_b_panel(uint32_t *dst, const amx_job *j, int q, int k0, int klen, int kp) {
     int n0 = q * PANEL, cols = j->N - n0 < PANEL ? j->N - n0 : PANEL;
     if (j->tb) { /* op(B) columns are rows of B: a column's pairs are neighbours */
         uint16_t tmp[KSTEP];
@@ -167,7 +157,7 @@ BF_TARGET static void pack_b_panel(uint32_t *dst, const amx_job *j, int q, int k
                                  : _mm512_setzero_ps();
             __m512 r1 = k + 1 < klen ? _mm512_maskz_loadu_ps(m, j->B + (size_t)(k0 + k + 1) * j->ldb + n0 + h)
                                      : _mm512_setzero_ps();
-            _mm512_storeu_si512(dst + (size_t)p * PANEL + h, pair16(r0, r1));
+            _mm512_storeu_si512(dst + (size_t)p * PANEL + h, bf16_pairs16(r0, r1));
         }
     }
 }
@@ -254,7 +244,7 @@ static void block_emulated(float *c, size_t ldc, int load_c, const uint16_t *a, 
 }
 
 /* C rows m0.., columns n0.. (mr × nr valid) = first ? alpha·acc + beta·C : C + alpha·acc */
-BF_TARGET static void store_block(const amx_job *j, const float *acc, int m0, int n0, int mr, int nr, int first) {
+BF16_TARGET static void store_block(const amx_job *j, const float *acc, int m0, int n0, int mr, int nr, int first) {
     __m512 va = _mm512_set1_ps(j->alpha), vb = _mm512_set1_ps(j->beta);
     int read_old = !first || j->beta != 0.0f, scale_old = first && j->beta != 1.0f;
     for (int i = 0; i < mr; i++)

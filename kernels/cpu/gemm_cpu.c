@@ -287,24 +287,11 @@ static void pack_at_6(float *dst, const gemm_job *j, int m0, int mc, int k0, int
 
 /* op(A)[m0 .. m0+mc)[k0 .. k0+kc) into panels of mr rows, k-major within a panel. */
 static void pack_a(float *dst, const gemm_job *j, int m0, int mc, int k0, int kc, int mr) {
-    if (j->ta && mr == 12) {
-        pack_at_12(dst, j, m0, mc, k0, kc);
-        return;
-    }
-    if (j->ta && mr == 6) {
-        pack_at_6(dst, j, m0, mc, k0, kc);
-        return;
-    }
-    if (j->ta) {
-        for (int k = 0; k < kc; k++) {
-            const float *src = j->A + (size_t)(k0 + k) * j->lda + m0;
-            for (int p = 0; p < mc; p += mr) {
-                float *d = dst + (size_t)p * kc + (size_t)k * mr;
-                int rows = mc - p < mr ? mc - p : mr;
-                for (int i = 0; i < rows; i++) d[i] = src[p + i];
-                for (int i = rows; i < mr; i++) d[i] = 0.0f;
-            }
-        }
+    if (j->ta) { /* the two archs' panels: AVX-512's 12 rows, AVX2's 6 */
+        if (mr == 12)
+            pack_at_12(dst, j, m0, mc, k0, kc);
+        else
+            pack_at_6(dst, j, m0, mc, k0, kc);
         return;
     }
     for (int p = 0; p < mc; p += mr) {
@@ -383,21 +370,11 @@ static void pack_b_panel(float *dst, const gemm_job *j, int q, int k0, int kc, i
  * conversions had made the packs the bf16 products' bound: on this EPYC (AVX512-BF16, one
  * thread) x·Wᵀ 5440 × 1024 × 128 ran at 153 GFLOP/s, where A is packed once, and dy·W at 97
  * and the weight gradients at 63, where every block converts its A: slower than in fp32. */
-#define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
-
-/* 16 pairs of neighbours from src[0 .. 32), n of them values (zeros past). */
-BF16_TARGET static inline __m512i pairs_run16(const float *src, int n) {
-    __m512 lo = _mm512_maskz_loadu_ps(lanes(n), src), hi = _mm512_maskz_loadu_ps(lanes(n - 16), src + 16);
-    return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
-}
 
 /* r0[x] (k) and r1[x] (k + 1) paired for x < n (zeros past; r1 NULL: k + 1 past K). */
 BF16_TARGET static inline __m512i pairs_rows16(const float *r0, const float *r1, int n) {
-    const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                                           21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     __mmask16 m = lanes(n);
-    __m512 a = _mm512_maskz_loadu_ps(m, r0), b = r1 ? _mm512_maskz_loadu_ps(m, r1) : _mm512_setzero_ps();
-    return _mm512_permutexvar_epi16(inter, (__m512i)_mm512_cvtne2ps_pbh(b, a));
+    return bf16_pairs16(_mm512_maskz_loadu_ps(m, r0), r1 ? _mm512_maskz_loadu_ps(m, r1) : _mm512_setzero_ps());
 }
 
 /* `lines` runs along k (rows of A, or of B where op(B) = Bᵀ), each `ld` apart, as pairs: pair
@@ -409,7 +386,7 @@ BF16_TARGET static void pack_runs_bf16(uint32_t *d, size_t dstride, __mmask16 ma
     for (int q0 = 0; q0 < kp; q0 += 16) {
         __m512i r[16];
         for (int i = 0; i < 16; i++)
-            r[i] = i < lines ? pairs_run16(src + (size_t)i * ld + 2 * q0, kc - 2 * q0) : _mm512_setzero_si512();
+            r[i] = i < lines ? bf16_run32(src + (size_t)i * ld + 2 * q0, kc - 2 * q0) : _mm512_setzero_si512();
         transpose16(r);
         for (int x = 0; x < 16 && q0 + x < kp; x++) _mm512_mask_storeu_epi32(d + (size_t)(q0 + x) * dstride, mask, r[x]);
     }
@@ -612,57 +589,40 @@ static void sum_slices(const gemm_job *j, const float *P, int S, int r0, int r1)
     }
 }
 
-/* A slice's op(B) = B (fp32, AVX-512 panels of 32) into pl->bp, row by row of B: each row is
- * read once along memory and its columns go to every panel. Panel by panel (pack_b_piece), the
- * rows were read 128 bytes at a time, ldb apart, for each panel again, and the pack ran at a
- * third of the rate (EPYC, one thread, the down weight's gradient: 16% of its time). Same
- * layout, so the same bits. */
-__attribute__((target("avx512f"))) static void pack_b_rows_32(const plan *pl, int klen) {
-    const gemm_job *j = pl->j;
-    int panels = pl->npad / 32, last = (panels - 1) * 32;
-    __mmask16 lo = lanes(j->N - last), hi = lanes(j->N - last - 16);
-    for (int k0 = 0; k0 < klen; k0 += KC) {
-        int kc = klen - k0 < KC ? klen - k0 : KC;
-        float *d = pl->bp + kbase(pl, k0);
-        for (int k = 0; k < kc; k++) {
-            const float *src = j->B + (size_t)(k0 + k) * j->ldb;
-            float *o = d + (size_t)k * 32;
-            for (int q = 0; q < last; q += 32, o += (size_t)kc * 32)
-                _mm512_storeu_ps(o, _mm512_loadu_ps(src + q)), _mm512_storeu_ps(o + 16, _mm512_loadu_ps(src + q + 16));
-            copy_32_avx512(o, src + last, lo, hi);
-        }
-    }
+/* One row of B (N values) into `panels` panels of nr columns, `step` floats apart, zeros past N
+ * in the last: AVX-512's panels of 32 (the last by masked moves), AVX2's of 16. */
+typedef void (*row_to_panels_fn)(float *o, const float *src, int N, int panels, size_t step);
+
+__attribute__((target("avx512f"))) static void row_to_panels_32(float *o, const float *src, int N, int panels,
+                                                                size_t step) {
+    int last = (panels - 1) * 32;
+    for (int q = 0; q < last; q += 32, o += step)
+        _mm512_storeu_ps(o, _mm512_loadu_ps(src + q)), _mm512_storeu_ps(o + 16, _mm512_loadu_ps(src + q + 16));
+    copy_32_avx512(o, src + last, lanes(N - last), lanes(N - last - 16));
 }
 
-/* The same with AVX2's panels of 16: two vectors a panel, the last partial panel's columns
- * one at a time with zeros after. */
-__attribute__((target("avx2"))) static void pack_b_rows_16(const plan *pl, int klen) {
-    const gemm_job *j = pl->j;
-    int panels = pl->npad / 16, last = (panels - 1) * 16, cols = j->N - last;
-    for (int k0 = 0; k0 < klen; k0 += KC) {
-        int kc = klen - k0 < KC ? klen - k0 : KC;
-        float *d = pl->bp + kbase(pl, k0);
-        for (int k = 0; k < kc; k++) {
-            const float *src = j->B + (size_t)(k0 + k) * j->ldb;
-            float *o = d + (size_t)k * 16;
-            for (int q = 0; q < last; q += 16, o += (size_t)kc * 16) copy_16_avx2(o, src + q);
-            int c = 0;
-            for (; c < cols; c++) o[c] = src[last + c];
-            for (; c < 16; c++) o[c] = 0.0f;
-        }
-    }
+__attribute__((target("avx2"))) static void row_to_panels_16(float *o, const float *src, int N, int panels,
+                                                             size_t step) {
+    int last = (panels - 1) * 16, c = 0;
+    for (int q = 0; q < last; q += 16, o += step) copy_16_avx2(o, src + q);
+    for (; c < N - last; c++) o[c] = src[last + c];
+    for (; c < 16; c++) o[c] = 0.0f;
 }
 
+/* A slice's op(B) = B (fp32; gemm_tn_slices takes no other) into pl->bp, row by row of B: each
+ * row is read once along memory and its columns go to every panel. Panel by panel
+ * (pack_b_piece), the rows were read one panel's width at a time, ldb apart, for each panel
+ * again, and the pack ran at a third of the rate (EPYC, one thread, the down weight's gradient:
+ * 16% of its time). Same layout, so the same bits. */
 static void pack_b_slice(const plan *pl, int klen) {
-    if (pl->a->nr == 32 && !pl->bf && !pl->j->tb) {
-        pack_b_rows_32(pl, klen);
-        return;
+    const gemm_job *j = pl->j;
+    int nr = pl->a->nr, panels = pl->npad / nr;
+    row_to_panels_fn row = nr == 32 ? row_to_panels_32 : row_to_panels_16;
+    for (int k0 = 0; k0 < klen; k0 += KC) {
+        int kc = klen - k0 < KC ? klen - k0 : KC;
+        float *d = pl->bp + kbase(pl, k0);
+        for (int k = 0; k < kc; k++) row(d + (size_t)k * nr, j->B + (size_t)(k0 + k) * j->ldb, j->N, panels, (size_t)kc * nr);
     }
-    if (pl->a->nr == 16 && !pl->bf && !pl->j->tb) {
-        pack_b_rows_16(pl, klen);
-        return;
-    }
-    for (int i = 0, pieces = pack_b_pieces(pl, klen); i < pieces; i++) pack_b_piece(pl, 0, klen, i);
 }
 
 /* Returns 0, having done nothing, where the product is not an Aᵀ·B in fp32 with K past one
