@@ -305,6 +305,50 @@ START_TEST(test_gemm_threads_bitwise) {
 }
 END_TEST
 
+/* gemm_small.c's unpacked tiles: the bits of trm_gemm_cpu on the same product, op(A) read by
+ * rows (sak 1) or columns (sam 1), every tile height and width, K across its blocks of 256,
+ * beta 0 (C never read), 1 and another; and against a double product. */
+START_TEST(test_gemm_small) {
+    if (!trm_gemm_cpu_available()) return;
+    tr_rng r = {12};
+    static const int Ms[] = {1, 5, 6, 7, 12, 13, 85}, Ns[] = {16, 32, 48, 64, 96, 112}, Ks[] = {1, 64, 300};
+    static const float betas[] = {0.0f, 1.0f, 0.5f};
+    for (int mi = 0; mi < 7; mi++)
+        for (int ni = 0; ni < 6; ni++)
+            for (int ki = 0; ki < 3; ki++)
+                for (int ta = 0; ta < 2; ta++) {
+                    int M = Ms[mi], N = Ns[ni], K = Ks[ki], lda = ta ? M + 3 : K + 5, ldb = N + 7, ldc = N + 2;
+                    float beta = betas[(mi + ni + ki) % 3], alpha = 0.7f;
+                    float *A = frand(&r, (size_t)(ta ? K : M) * lda, -1, 1), *B = frand(&r, (size_t)K * ldb, -1, 1);
+                    float *C0 = frand(&r, (size_t)M * ldc, -1, 1), *C1 = malloc((size_t)M * ldc * sizeof(float));
+                    float *C2 = malloc((size_t)M * ldc * sizeof(float));
+                    memcpy(C1, C0, (size_t)M * ldc * sizeof(float));
+                    if (beta == 0.0f)
+                        for (int i = 0; i < M; i++) C1[(size_t)i * ldc] = NAN; /* never read */
+                    memcpy(C2, C1, (size_t)M * ldc * sizeof(float));
+                    size_t sam = ta ? 1 : (size_t)lda, sak = ta ? (size_t)lda : 1;
+                    ck_assert(trm_gemm_small(M, N, K, alpha, A, sam, sak, B, ldb, beta, C1, ldc));
+                    trm_gemm_cpu(ta, 0, M, N, K, alpha, A, lda, B, ldb, beta, C2, ldc, 1, 0);
+                    ck_assert_msg(memcmp(C1, C2, (size_t)M * ldc * sizeof(float)) == 0, "M %d N %d K %d ta %d", M, N,
+                                  K, ta);
+                    for (int i = 0; i < M; i += 4)
+                        for (int n = 0; n < N; n += 5) {
+                            double want = 0.0, mag = 0.0;
+                            for (int k = 0; k < K; k++) {
+                                double p = (double)A[i * sam + k * sak] * B[(size_t)k * ldb + n];
+                                want += p, mag += fabs(p);
+                            }
+                            want *= alpha, mag *= alpha;
+                            if (beta != 0.0f) want += beta * C0[(size_t)i * ldc + n];
+                            ck_assert_msg(fabs(C1[(size_t)i * ldc + n] - want) <= 1e-5 * (mag + 1.0), "C[%d][%d]", i,
+                                          n);
+                        }
+                    free(A), free(B), free(C0), free(C1), free(C2);
+                }
+    ck_assert(!trm_gemm_small(4, 24, 8, 1.0f, NULL, 8, 1, NULL, 24, 0.0f, NULL, 24)); /* N not whole vectors */
+}
+END_TEST
+
 static float round_bf16(float x) { /* nearest even, as the kernels' packing */
     uint32_t u;
     memcpy(&u, &x, 4);
@@ -1017,6 +1061,8 @@ START_TEST(test_attention) {
     attention_case(be, &r, 1, 70, 1, 2, 1); /* one block of 70 query rows */
     attention_case(be, &r, 2, 130, 3, 16, 0); /* crosses the 128-row query block */
     attention_case(be, &r, 1, 300, 1, 8, 0);  /* three blocks, the last partial */
+    attention_case(be, &r, 3, 85, 2, 64, 0);  /* the tiny shapes: heads of whole vectors */
+    attention_case(be, &r, 1, 270, 2, 32, 0); /* P·V's K past one block of 256 */
     be->destroy(be);
 }
 END_TEST
@@ -1665,6 +1711,7 @@ static Suite *backend_cpu_suite(void) {
     tcase_add_test(tc, test_memory);
     tcase_add_test(tc, test_gemm);
     tcase_add_test(tc, test_gemm_threads_bitwise);
+    tcase_add_test(tc, test_gemm_small);
     tcase_add_test(tc, test_exp_wide_bits);
     tcase_add_test(tc, test_gemm_bf16_products);
     tcase_add_test(tc, test_gemm_amx);

@@ -1,10 +1,13 @@
 /* attention.c — non-causal attention on the fused QKV activation, its scores computed a block
- * of query rows at a time by the cpu GEMM (backend_cpu.c) and normalised with cpu.h's exp;
- * with RoPE's tables, the rotation of a head's q and k (forward) or of its dq and dk (backward)
- * inside the head's own task, while its rows are in cache, where a task holds a whole head. */
+ * of query rows at a time and normalised with cpu.h's exp; the per-head products by
+ * gemm_small.c's unpacked tiles (the GEMM's elsewhere), with K and V laid out as columns once
+ * a head; with RoPE's tables, the rotation of a head's q and k (forward) or of its dq and dk
+ * (backward) inside the head's own task, while its rows are in cache, where a task holds a
+ * whole head. */
 #include <math.h>
 
 #include "cpu.h"
+#include "gemm_cpu.h"
 
 /* Query rows per attention block: a block of scores (QB × T) stays in L2 for T ~ 1000, and
  * Sudoku's 97 or the tiny shapes' 85 tokens are one block (with 64, a second block of 21 rows
@@ -12,9 +15,11 @@
 #define ATT_QB 128
 
 /* Never materialises the B·H·T·T probabilities: a block of ATT_QB query rows against all T
- * keys at a time, in a per-thread scratch. Forward parallelises over (b, h, query block);
- * backward over (b, h) because dK and dV sum over query blocks. When there are fewer tasks
- * than threads the loop runs serially and BLAS uses the threads instead. */
+ * keys at a time, in a per-thread scratch whose rows are T rounded up to 16 (Tp) long, so that
+ * the products' N is whole vectors (the scores past T are 0 and never read). Forward
+ * parallelises over (b, h, query block); backward over (b, h) because dK and dV sum over query
+ * blocks. When there are fewer tasks than threads the loop runs serially and the GEMM uses the
+ * threads instead ("wide"). */
 
 typedef struct {
     int T, H, hd;
@@ -22,15 +27,38 @@ typedef struct {
     size_t ldo;            /* row stride of out / dout: H·hd */
     float scale;           /* 1/√hd */
     const float *cos, *sin; /* RoPE's tables (T × hd), or NULL: no rotation in the tasks */
+    int Tp;                /* T rounded up to 16: the scores' row stride */
+    int wide;              /* tasks run one at a time, each product on all threads */
 } att_dims;
 
-static void softmax_rows(float *S, float *lse, int nb, int T) {
+static int round16(int x) { return (x + 15) / 16 * 16; }
+
+/* C = alpha·op(A)·B + beta·C for one head, op(A)'s (m, k) at A[m·sam + k·sak] (sak 1: A's
+ * rows; sam 1: its columns) and B's rows ldb apart: gemm_small.c's tiles, else the GEMM, whose
+ * sums are the same. */
+static void head_mm(const att_dims *d, int M, int N, int K, float alpha, const float *A, size_t sam, size_t sak,
+                    const float *B, size_t ldb, float beta, float *C, size_t ldc) {
+    if (!d->wide && trm_gemm_small(M, N, K, alpha, A, sam, sak, B, ldb, beta, C, ldc)) return;
+    int ta = sak != 1;
+    cpu_sgemm(ta, 0, M, N, K, alpha, A, (int)(ta ? sak : sam), B, (int)ldb, beta, C, (int)ldc, 0);
+}
+
+/* A head's T rows of X (ld apart, hd wide) as hd rows of Tp (zero past T): K and V as the
+ * scores' and dP's B operand. */
+static void cols_of(float *xt, const float *X, size_t ld, int T, int Tp, int hd) {
+    for (int c = 0; c < hd; c++)
+        for (int j = T; j < Tp; j++) xt[(size_t)c * Tp + j] = 0.0f;
+    trm_cols_of(xt, Tp, X, ld, T, hd);
+}
+
+/* Rows of T scores, Tp apart; the exp runs over whole vectors (Tp), its values past T unused. */
+static void softmax_rows(float *S, float *lse, int nb, int T, int Tp) {
     for (int i = 0; i < nb; i++) {
-        float *row = S + (size_t)i * T;
+        float *row = S + (size_t)i * Tp;
         float mx = row[0];
 #pragma omp simd reduction(max : mx)
         for (int j = 1; j < T; j++) mx = row[j] > mx ? row[j] : mx;
-        exp_affine(row, row, T, 1.0f, -mx);
+        exp_affine(row, row, Tp, 1.0f, -mx);
         float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
         for (int j = 0; j < T; j++) sum += row[j];
@@ -40,16 +68,18 @@ static void softmax_rows(float *S, float *lse, int nb, int T) {
     }
 }
 
+/* S: the thread's scratch, ATT_QB × Tp scores then K's columns (hd × Tp). */
 static void att_fwd_block(const att_dims *d, float *out, float *lse, const float *qkv, int h,
                           int i0, float *S) {
-    int T = d->T, hd = d->hd, nb = T - i0 < ATT_QB ? T - i0 : ATT_QB;
+    int T = d->T, Tp = d->Tp, hd = d->hd, nb = T - i0 < ATT_QB ? T - i0 : ATT_QB;
     const float *Q = qkv + (size_t)i0 * d->ld + (size_t)h * hd;
     const float *K = qkv + (size_t)(d->H + h) * hd;
     const float *V = qkv + (size_t)(2 * d->H + h) * hd;
-    cpu_sgemm(0, 1, nb, T, hd, d->scale, Q, (int)d->ld, K, (int)d->ld, 0.0f, S, T, 0);
-    softmax_rows(S, lse + i0, nb, T);
-    cpu_sgemm(0, 0, nb, hd, T, 1.0f, S, T, V, (int)d->ld, 0.0f,
-              out + (size_t)i0 * d->ldo + (size_t)h * hd, (int)d->ldo, 0);
+    float *Kt = S + (size_t)ATT_QB * Tp;
+    cols_of(Kt, K, d->ld, T, Tp, hd);
+    head_mm(d, nb, Tp, hd, d->scale, Q, d->ld, 1, Kt, Tp, 0.0f, S, Tp);
+    softmax_rows(S, lse + i0, nb, T, Tp);
+    head_mm(d, nb, hd, T, 1.0f, S, Tp, 1, V, d->ld, 0.0f, out + (size_t)i0 * d->ldo + (size_t)h * hd, d->ldo);
 }
 
 static void att_fwd_task(const att_dims *d, float *out, float *lse, const float *qkv, int k,
@@ -68,11 +98,12 @@ static void att_fwd_task(const att_dims *d, float *out, float *lse, const float 
 static void attention_fwd_impl(trm_backend *be, float *out, float *lse, const float *qkv, int B, int T, int H,
                                int hd, const float *cos, const float *sin) {
     if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
-    att_dims d = {T, H, hd, (size_t)3 * H * hd, (size_t)H * hd, 1.0f / sqrtf((float)hd), cos, sin};
     int nqb = (T + ATT_QB - 1) / ATT_QB, tasks = B * H * nqb, nt = max_threads();
-    size_t per = (size_t)ATT_QB * T;
+    att_dims d = {T, H, hd, (size_t)3 * H * hd, (size_t)H * hd, 1.0f / sqrtf((float)hd), cos, sin, round16(T),
+                  tasks < nt && nt > 1};
+    size_t per = (size_t)(ATT_QB + hd) * d.Tp;
     float *S = cpu_scratch(be, per * nt);
-    if (tasks >= nt && nt > 1) {
+    if (!d.wide && nt > 1) {
 #pragma omp parallel for schedule(dynamic)
         for (int k = 0; k < tasks; k++)
             att_fwd_task(&d, out, lse, qkv, k, nqb, S + per * thread_id());
@@ -97,37 +128,42 @@ int cpu_attention_fwd_rope(trm_backend *be, void *out, float *lse, void *qkv, co
 }
 
 /* One (b, h): recompute P = exp(S − lse) block by block; dV += Pᵀ dO; dP = dO Vᵀ;
- * dS = P ∘ (dP − rowsum(dO ∘ O)); dQ = dS K/√hd; dK += dSᵀ Q/√hd. */
+ * dS = P ∘ (dP − rowsum(dO ∘ O)); dQ = dS K/√hd; dK += dSᵀ Q/√hd. buf: P and dP (ATT_QB × Tp
+ * each), then K's and V's columns (hd × Tp each). */
 static void att_bwd_head(const att_dims *d, float *dqkv, const float *dout, const float *qkv,
-                         const float *out, const float *lse, int h, float *P, float *dP) {
-    int T = d->T, hd = d->hd, ld = (int)d->ld, ldo = (int)d->ldo;
+                         const float *out, const float *lse, int h, float *buf) {
+    int T = d->T, Tp = d->Tp, hd = d->hd;
+    size_t ld = d->ld, ldo = d->ldo;
     const float *K = qkv + (size_t)(d->H + h) * hd, *V = qkv + (size_t)(2 * d->H + h) * hd;
     float *dK = dqkv + (size_t)(d->H + h) * hd, *dV = dqkv + (size_t)(2 * d->H + h) * hd;
+    float *P = buf, *dP = P + (size_t)ATT_QB * Tp, *Kt = dP + (size_t)ATT_QB * Tp, *Vt = Kt + (size_t)hd * Tp;
+    cols_of(Kt, K, ld, T, Tp, hd);
+    cols_of(Vt, V, ld, T, Tp, hd);
     for (int i0 = 0; i0 < T; i0 += ATT_QB) {
         int nb = T - i0 < ATT_QB ? T - i0 : ATT_QB;
         float beta = i0 ? 1.0f : 0.0f;
         const float *Q = qkv + (size_t)i0 * ld + (size_t)h * hd;
         const float *dO = dout + (size_t)i0 * ldo + (size_t)h * hd;
         const float *O = out + (size_t)i0 * ldo + (size_t)h * hd;
-        cpu_sgemm(0, 1, nb, T, hd, d->scale, Q, ld, K, ld, 0.0f, P, T, 0);
+        head_mm(d, nb, Tp, hd, d->scale, Q, ld, 1, Kt, Tp, 0.0f, P, Tp);
         for (int i = 0; i < nb; i++) {
-            float *row = P + (size_t)i * T;
-            exp_affine(row, row, T, 1.0f, -lse[i0 + i]);
+            float *row = P + (size_t)i * Tp;
+            exp_affine(row, row, Tp, 1.0f, -lse[i0 + i]);
         }
-        cpu_sgemm(1, 0, T, hd, nb, 1.0f, P, T, dO, ldo, beta, dV, ld, 0);
-        cpu_sgemm(0, 1, nb, T, hd, 1.0f, dO, ldo, V, ld, 0.0f, dP, T, 0);
+        head_mm(d, T, hd, nb, 1.0f, P, 1, Tp, dO, ldo, beta, dV, ld);
+        head_mm(d, nb, Tp, hd, 1.0f, dO, ldo, 1, Vt, Tp, 0.0f, dP, Tp);
         for (int i = 0; i < nb; i++) {
             const float *o = O + (size_t)i * ldo, *g = dO + (size_t)i * ldo;
             float dr = 0.0f;
 #pragma omp simd reduction(+ : dr)
             for (int c = 0; c < hd; c++) dr += g[c] * o[c];
-            float *restrict ds = dP + (size_t)i * T;
-            const float *restrict p = P + (size_t)i * T;
+            float *restrict ds = dP + (size_t)i * Tp;
+            const float *restrict p = P + (size_t)i * Tp;
             for (int j = 0; j < T; j++) ds[j] = p[j] * (ds[j] - dr);
         }
         float *dQ = dqkv + (size_t)i0 * ld + (size_t)h * hd;
-        cpu_sgemm(0, 0, nb, hd, T, d->scale, dP, T, K, ld, 0.0f, dQ, ld, 0);
-        cpu_sgemm(1, 0, T, hd, nb, d->scale, dP, T, Q, ld, beta, dK, ld, 0);
+        head_mm(d, nb, hd, T, d->scale, dP, Tp, 1, K, ld, 0.0f, dQ, ld);
+        head_mm(d, T, hd, nb, d->scale, dP, 1, Tp, Q, ld, beta, dK, ld);
     }
     if (d->cos) { /* dq and dk whole: their rotation's transpose while the rows are in cache */
         cpu_rope_rows(dqkv + (size_t)h * hd, d->ld, d->cos, d->sin, 0, T, hd, 1);
@@ -139,18 +175,18 @@ static void att_bwd_task(const att_dims *d, float *dqkv, const float *dout, cons
                          const float *out, const float *lse, int k, float *buf) {
     int T = d->T, H = d->H, b = k / H, h = k % H;
     size_t qo = (size_t)b * T * d->ld, oo = (size_t)b * T * d->ldo;
-    att_bwd_head(d, dqkv + qo, dout + oo, qkv + qo, out + oo, lse + ((size_t)b * H + h) * T, h,
-                 buf, buf + (size_t)ATT_QB * T);
+    att_bwd_head(d, dqkv + qo, dout + oo, qkv + qo, out + oo, lse + ((size_t)b * H + h) * T, h, buf);
 }
 
 static void attention_bwd_impl(trm_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
                                const float *lse, int B, int T, int H, int hd, const float *cos, const float *sin) {
     if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
-    att_dims d = {T, H, hd, (size_t)3 * H * hd, (size_t)H * hd, 1.0f / sqrtf((float)hd), cos, sin};
     int tasks = B * H, nt = max_threads();
-    size_t per = (size_t)2 * ATT_QB * T;
+    att_dims d = {T, H, hd, (size_t)3 * H * hd, (size_t)H * hd, 1.0f / sqrtf((float)hd), cos, sin, round16(T),
+                  tasks < nt && nt > 1};
+    size_t per = (size_t)2 * (ATT_QB + hd) * d.Tp;
     float *buf = cpu_scratch(be, per * nt);
-    if (tasks >= nt && nt > 1) {
+    if (!d.wide && nt > 1) {
 #pragma omp parallel for schedule(dynamic)
         for (int k = 0; k < tasks; k++)
             att_bwd_task(&d, dqkv, dout, qkv, out, lse, k, buf + per * thread_id());

@@ -38,4 +38,14 @@ typedef void (*trm_gemm_rows_fn)(void *ctx, int r0, int nrows, const float *c, i
 int trm_gemm_cpu_rows(int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
                       int threads, int bf16, trm_gemm_rows_fn done, void *ctx);
 
+/* kernels/cpu/gemm_small.c: C (M×N, ldc) = alpha·op(A)·B + beta·C with op(A)'s element (m, k) at
+ * A[m·sam + k·sak] and B (K×N) row-major (ldb), without packing: for attention's per-head
+ * products. The bits of trm_gemm_cpu on the same product. Returns 0, having done nothing,
+ * where N is not a multiple of 16, the CPU has neither AVX-512 nor AVX2 with FMA, it is not
+ * x86-64, or TRM_CPU_GEMM=blas (TRM_CPU_GEMM=avx2 takes the AVX2 tiles). One thread. */
+int trm_gemm_small(int M, int N, int K, float alpha, const float *A, size_t sam, size_t sak, const float *B,
+                   size_t ldb, float beta, float *C, size_t ldc);
+/* xt[c·ldt + j] = X[j·ld + c] for j < rows, c < cols: a head's rows as gemm_small's B. */
+void trm_cols_of(float *xt, size_t ldt, const float *X, size_t ld, int rows, int cols);
+
 #endif

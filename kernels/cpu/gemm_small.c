@@ -1,0 +1,184 @@
+/* gemm_small.c — the small products of attention's heads (a few dozen to a few hundred rows,
+ * K = a head's width or its keys) without packing: op(A)'s values broadcast from wherever
+ * they lie (any row and column stride), B's rows loaded as vectors, C written in place.
+ * Through trm_gemm_cpu each of those products packed both operands and set up its work
+ * buffers and an OpenMP region of one thread, which took as long as the multiply-adds: on
+ * the tiny shapes (85 tokens, heads of 64) attention ran at a third of the big products'
+ * rate. The sums are trm_gemm_cpu's: one fused multiply-add chain a block of KC values of k,
+ * alpha applied as a block is stored, so the bits are those of the packed path. */
+#include "gemm_cpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && !defined(TRM_NO_OWN_GEMM)
+#include <immintrin.h>
+
+#define KC 256 /* trm_gemm_cpu's K block: the same blocks give the same sums */
+
+/* One tile: rows of C (MR, a constant) × NV vectors of VL floats. Per k, NV vectors of B's
+ * row k and MR broadcasts of op(A); then C = (first ? beta·C : C) + alpha·acc as
+ * trm_gemm_cpu's tiles store it (beta 0 never reads C). A macro: the archs differ only in the
+ * vector type and the intrinsics' names, and each (MR, NV) needs its own fully unrolled body
+ * for the accumulators to stay in registers. */
+#define PRAGMA_S(x) _Pragma(#x)
+#define SMALL_TILE(VEC, VL, MR, NV, LOADU, STOREU, SET1, FMADD, MUL, ADD, SCALE_OLD)              \
+    VEC c[MR][NV];                                                                             \
+    PRAGMA_S(GCC unroll MR)                                                                    \
+    for (int i = 0; i < MR; i++)                                                               \
+        PRAGMA_S(GCC unroll NV) for (int v = 0; v < NV; v++) c[i][v] = SET1(0.0f);             \
+    for (int k = 0; k < kc; k++) {                                                             \
+        const float *ak = A + (size_t)k * sak, *bk = B + (size_t)k * ldb;                      \
+        VEC b[NV];                                                                             \
+        PRAGMA_S(GCC unroll NV) for (int v = 0; v < NV; v++) b[v] = LOADU(bk + VL * v);        \
+        PRAGMA_S(GCC unroll MR)                                                                \
+        for (int i = 0; i < MR; i++) {                                                         \
+            VEC ai = SET1(ak[(size_t)i * sam]);                                                \
+            PRAGMA_S(GCC unroll NV)                                                            \
+            for (int v = 0; v < NV; v++) c[i][v] = FMADD(ai, b[v], c[i][v]);                   \
+        }                                                                                      \
+    }                                                                                          \
+    VEC va = SET1(alpha), vb = SET1(beta);                                                     \
+    int add_old = !first || beta == 1.0f, keep = first && beta == 0.0f;                       \
+    PRAGMA_S(GCC unroll MR)                                                                    \
+    for (int i = 0; i < MR; i++)                                                               \
+        PRAGMA_S(GCC unroll NV) for (int v = 0; v < NV; v++) {                                 \
+            float *p = C + (size_t)i * ldc + VL * v;                                           \
+            VEC r = MUL(va, c[i][v]);                                                          \
+            if (add_old)                                                                       \
+                r = ADD(LOADU(p), r);                                                          \
+            else if (!keep)                                                                    \
+                r = SCALE_OLD(vb, LOADU(p), r);                                                \
+            STOREU(p, r);                                                                      \
+        }
+
+#define TILE_ARGS                                                                                 \
+    int kc, const float *A, size_t sam, size_t sak, const float *B, size_t ldb, float *C, size_t ldc, float alpha, \
+        float beta, int first
+typedef void (*small_tile)(TILE_ARGS);
+
+/* AVX-512: 4 vectors (64 columns) × 6 rows, or 2 × 12 and 1 × 12 for a narrower rest: 24 or
+ * 12 accumulators, enough to cover the multiply-add latency on both FMA ports. beta other than
+ * 0 or 1 as store_12x32 (a fused multiply-add of the old value); AVX2 as store_6x16. */
+#define FMA_OLD_512(vb, old, r) _mm512_fmadd_ps(vb, old, r)
+#define TILE_512(MR, NV)                                                                        \
+    __attribute__((target("avx512f,fma"))) static void tile512_##MR##x##NV(TILE_ARGS) {        \
+        SMALL_TILE(__m512, 16, MR, NV, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps,      \
+                   _mm512_fmadd_ps, _mm512_mul_ps, _mm512_add_ps, FMA_OLD_512)                 \
+    }
+#define MUL_OLD_256(vb, old, r) _mm256_add_ps(_mm256_mul_ps(vb, old), r)
+#define TILE_256(MR, NV)                                                                        \
+    __attribute__((target("avx2,fma"))) static void tile256_##MR##x##NV(TILE_ARGS) {           \
+        SMALL_TILE(__m256, 8, MR, NV, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps,       \
+                   _mm256_fmadd_ps, _mm256_mul_ps, _mm256_add_ps, MUL_OLD_256)                 \
+    }
+
+#define ROWS_6(T, NV) T(1, NV) T(2, NV) T(3, NV) T(4, NV) T(5, NV) T(6, NV)
+#define ROWS_12(T, NV) ROWS_6(T, NV) T(7, NV) T(8, NV) T(9, NV) T(10, NV) T(11, NV) T(12, NV)
+ROWS_6(TILE_512, 4)
+ROWS_12(TILE_512, 2)
+ROWS_12(TILE_512, 1)
+ROWS_6(TILE_256, 2)
+
+#define LIST_6(P, NV) P##1x##NV, P##2x##NV, P##3x##NV, P##4x##NV, P##5x##NV, P##6x##NV
+#define LIST_12(P, NV) LIST_6(P, NV), P##7x##NV, P##8x##NV, P##9x##NV, P##10x##NV, P##11x##NV, P##12x##NV
+
+/* The tiles of one width: [r − 1] computes r rows. */
+typedef struct {
+    const small_tile *rows;
+    int mr, cols;
+} tile_set;
+
+static const small_tile t512_4[] = {LIST_6(tile512_, 4)}, t512_2[] = {LIST_12(tile512_, 2)},
+                        t512_1[] = {LIST_12(tile512_, 1)}, t256_2[] = {LIST_6(tile256_, 2)};
+
+/* The widths this CPU runs, widest first (TRM_CPU_GEMM=avx2 as trm_gemm_cpu); 0 where
+ * neither AVX-512 nor AVX2 with FMA is there, or TRM_CPU_GEMM=blas. */
+static int pick_sets(tile_set *s) {
+    __builtin_cpu_init();
+    const char *e = getenv("TRM_CPU_GEMM");
+    if (e && !strcmp(e, "blas")) return 0;
+    if (__builtin_cpu_supports("avx512f") && !(e && !strcmp(e, "avx2"))) {
+        s[0] = (tile_set){t512_4, 6, 64};
+        s[1] = (tile_set){t512_2, 12, 32};
+        s[2] = (tile_set){t512_1, 12, 16};
+        return 3;
+    }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        s[0] = (tile_set){t256_2, 6, 16};
+        return 1;
+    }
+    return 0;
+}
+
+int trm_gemm_small(int M, int N, int K, float alpha, const float *A, size_t sam, size_t sak, const float *B,
+                   size_t ldb, float beta, float *C, size_t ldc) {
+    tile_set sets[3];
+    int ns = pick_sets(sets);
+    if (!ns || M < 1 || N < 1 || K < 1 || N % 16) return 0;
+    int n0 = 0;
+    for (int w = 0; w < ns; w++)
+        for (; N - n0 >= sets[w].cols; n0 += sets[w].cols)
+            for (int m0 = 0; m0 < M; m0 += sets[w].mr) {
+                int mr = M - m0 < sets[w].mr ? M - m0 : sets[w].mr;
+                for (int k0 = 0; k0 < K; k0 += KC)
+                    sets[w].rows[mr - 1](K - k0 < KC ? K - k0 : KC, A + (size_t)m0 * sam + (size_t)k0 * sak, sam,
+                                         sak, B + (size_t)k0 * ldb + n0, ldb, C + (size_t)m0 * ldc + n0, ldc,
+                                         alpha, beta, k0 == 0);
+            }
+    return 1;
+}
+
+/* X's first rows / 8 · 8 rows (cols a multiple of 8) as columns of xt, by 8 × 8 transposes in
+ * registers (element by element, the layout took a third of the attention backward's time
+ * outside its products); returns the rows done. */
+__attribute__((target("avx2"))) static int cols_8x8(float *xt, size_t ldt, const float *X, size_t ld, int rows,
+                                                    int cols) {
+    int r8 = rows / 8 * 8;
+    for (int j0 = 0; j0 < r8; j0 += 8)
+        for (int c0 = 0; c0 < cols; c0 += 8) {
+            const float *x = X + (size_t)j0 * ld + c0;
+            __m256 r[8], t[8];
+            for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(x + (size_t)i * ld);
+            for (int i = 0; i < 8; i += 2) {
+                t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+                t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+            }
+            for (int i = 0; i < 8; i += 4) {
+                r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+                r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+                r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+                r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+            }
+            float *o = xt + (size_t)c0 * ldt + j0;
+            for (int i = 0; i < 4; i++) {
+                _mm256_storeu_ps(o + (size_t)i * ldt, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+                _mm256_storeu_ps(o + (size_t)(i + 4) * ldt, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+            }
+        }
+    return r8;
+}
+
+void trm_cols_of(float *xt, size_t ldt, const float *X, size_t ld, int rows, int cols) {
+    int done = 0;
+    __builtin_cpu_init();
+    if (cols % 8 == 0 && __builtin_cpu_supports("avx2")) done = cols_8x8(xt, ldt, X, ld, rows, cols);
+    for (int j = done; j < rows; j++)
+        for (int c = 0; c < cols; c++) xt[(size_t)c * ldt + j] = X[(size_t)j * ld + c];
+}
+
+#else
+
+void trm_cols_of(float *xt, size_t ldt, const float *X, size_t ld, int rows, int cols) {
+    for (int j = 0; j < rows; j++)
+        for (int c = 0; c < cols; c++) xt[(size_t)c * ldt + j] = X[(size_t)j * ld + c];
+}
+
+int trm_gemm_small(int M, int N, int K, float alpha, const float *A, size_t sam, size_t sak, const float *B,
+                   size_t ldb, float beta, float *C, size_t ldc) {
+    (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)sam, (void)sak, (void)B, (void)ldb, (void)beta;
+    (void)C, (void)ldc;
+    return 0;
+}
+
+#endif
