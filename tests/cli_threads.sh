@@ -77,4 +77,23 @@ if [ -r /proc/self/environ ]; then
   [ "$e8" = "GOMP_SPINCOUNT=100000" ] || fail "8 threads: expected a bounded spin, got '$e8'"
   [ "$e_user" = "OMP_WAIT_POLICY=active" ] || fail "the user's OMP_WAIT_POLICY was replaced: '$e_user'"
   echo "wait policy: 2 threads '$e2', 4 threads '$e4', 8 threads '$e8', the user's own kept"
+  # threads the user binds keep the CPUs libgomp gives them: a re-execution would have inherited
+  # the initial thread's one CPU as the whole process's (every thread on it)
+  if [ "$(nproc)" -ge 2 ]; then
+    OMP_PROC_BIND=true OMP_NUM_THREADS=2 "$TRM" pretrain "${common[@]}" stop_after_steps=2 \
+      checkpoint_path=bound > bound.txt 2>&1 &
+    pid=$! cpus=""
+    for i in $(seq 200); do
+      if [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$trm_exe" ] &&
+        [ "$(ls /proc/$pid/task 2>/dev/null | wc -l)" -ge 2 ]; then
+        cpus=$(cat /proc/$pid/task/*/status 2>/dev/null | grep '^Cpus_allowed_list' | sort -u | wc -l)
+        [ "$cpus" -ge 2 ] && break
+      fi
+      kill -0 $pid 2>/dev/null || break
+      sleep 0.05
+    done
+    wait $pid || { cat bound.txt; fail "pretrain with OMP_PROC_BIND=true"; }
+    [ "${cpus:-0}" -ge 2 ] || fail "OMP_PROC_BIND=true: trm's threads shared one CPU"
+    echo "OMP_PROC_BIND=true: trm's threads on $cpus CPUs"
+  fi
 fi
