@@ -634,8 +634,12 @@ static int gemm_tn_slices(const gemm_job *j, const arch *a, int threads) {
     if (!j->ta || j->tb || S < 2 || (size_t)S * mn * sizeof(float) > SPLIT_CAP) return 0;
     const char *off = getenv("TRM_CPU_SLICES");
     if (off && !strcmp(off, "0")) return 0;
-    int mc, nc; /* blocks as large as cache allows: the slices give the threads their tasks */
-    choose_blocks(M, N, MC_SPLIT, 1, a, &mc, &nc);
+    /* blocks as large as cache allows, the slices giving the threads their tasks; where they
+     * give fewer than two a thread (11 slices of tiny's 5440 rows on 16 threads, five of which
+     * had nothing to do), as many more blocks as make up two. Only the tasks change: each
+     * element's sum runs over the same slices in the same order. */
+    int mc, nc;
+    choose_blocks(M, N, MC_SPLIT, (2L * threads + S - 1) / S, a, &mc, &nc);
     int mb = (M + mc - 1) / mc, nb = (N + nc - 1) / nc;
     int blocks = mb * nb, tasks = S * blocks, nt = threads > tasks ? tasks : threads;
     float *P = trm_gemm_buffer((size_t)S * mn * sizeof(float));
