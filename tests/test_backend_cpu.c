@@ -311,11 +311,12 @@ END_TEST
 START_TEST(test_gemm_small) {
     if (!trm_gemm_cpu_available()) return;
     tr_rng r = {12};
-    static const int Ms[] = {1, 5, 6, 7, 12, 13, 85}, Ns[] = {16, 32, 48, 64, 96, 112}, Ks[] = {1, 64, 300};
+    static const int Ms[] = {1, 5, 6, 7, 12, 13, 85}, Ns[] = {16, 32, 48, 64, 96, 112};
+    static const int Ks[] = {1, 64, 256, 257, 300, 512};
     static const float betas[] = {0.0f, 1.0f, 0.5f};
     for (int mi = 0; mi < 7; mi++)
         for (int ni = 0; ni < 6; ni++)
-            for (int ki = 0; ki < 3; ki++)
+            for (int ki = 0; ki < 6; ki++)
                 for (int ta = 0; ta < 2; ta++) {
                     int M = Ms[mi], N = Ns[ni], K = Ks[ki], lda = ta ? M + 3 : K + 5, ldb = N + 7, ldc = N + 2;
                     float beta = betas[(mi + ni + ki) % 3], alpha = 0.7f;
@@ -331,6 +332,8 @@ START_TEST(test_gemm_small) {
                     trm_gemm_cpu(ta, 0, M, N, K, alpha, A, lda, B, ldb, beta, C2, ldc, 1, 0);
                     ck_assert_msg(memcmp(C1, C2, (size_t)M * ldc * sizeof(float)) == 0, "M %d N %d K %d ta %d", M, N,
                                   K, ta);
+                    for (int i = 0; i < M; i++) /* the two columns past N left alone */
+                        ck_assert(!memcmp(C1 + (size_t)i * ldc + N, C0 + (size_t)i * ldc + N, 2 * sizeof(float)));
                     for (int i = 0; i < M; i += 4)
                         for (int n = 0; n < N; n += 5) {
                             double want = 0.0, mag = 0.0;

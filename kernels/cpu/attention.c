@@ -16,7 +16,7 @@
 
 /* Never materialises the B·H·T·T probabilities: a block of ATT_QB query rows against all T
  * keys at a time, in a per-thread scratch whose rows are T rounded up to 16 (Tp) long, so that
- * the products' N is whole vectors (the scores past T are 0 and never read). Forward
+ * the products' N is whole vectors (the scores past T are computed but never read). Forward
  * parallelises over (b, h, query block); backward over (b, h) because dK and dV sum over query
  * blocks. When there are fewer tasks than threads the loop runs serially and the GEMM uses the
  * threads instead ("wide"). */
@@ -35,7 +35,8 @@ static int round16(int x) { return (x + 15) / 16 * 16; }
 
 /* C = alpha·op(A)·B + beta·C for one head, op(A)'s (m, k) at A[m·sam + k·sak] (sak 1: A's
  * rows; sam 1: its columns) and B's rows ldb apart: gemm_small.c's tiles, else the GEMM, whose
- * sums are the same. */
+ * sums are the same (its Aᵀ products here have K = a block's ≤ ATT_QB rows, never enough
+ * for its slices of 512). */
 static void head_mm(const att_dims *d, int M, int N, int K, float alpha, const float *A, size_t sam, size_t sak,
                     const float *B, size_t ldb, float beta, float *C, size_t ldc) {
     if (!d->wide && trm_gemm_small(M, N, K, alpha, A, sam, sak, B, ldb, beta, C, ldc)) return;
@@ -45,7 +46,7 @@ static void head_mm(const att_dims *d, int M, int N, int K, float alpha, const f
 
 /* A head's T rows of X (ld apart, hd wide) as hd rows of Tp (zero past T): K and V as the
  * scores' and dP's B operand. */
-static void cols_of(float *xt, const float *X, size_t ld, int T, int Tp, int hd) {
+static void head_cols(float *xt, const float *X, size_t ld, int T, int Tp, int hd) {
     for (int c = 0; c < hd; c++)
         for (int j = T; j < Tp; j++) xt[(size_t)c * Tp + j] = 0.0f;
     trm_cols_of(xt, Tp, X, ld, T, hd);
@@ -76,7 +77,7 @@ static void att_fwd_block(const att_dims *d, float *out, float *lse, const float
     const float *K = qkv + (size_t)(d->H + h) * hd;
     const float *V = qkv + (size_t)(2 * d->H + h) * hd;
     float *Kt = S + (size_t)ATT_QB * Tp;
-    cols_of(Kt, K, d->ld, T, Tp, hd);
+    head_cols(Kt, K, d->ld, T, Tp, hd);
     head_mm(d, nb, Tp, hd, d->scale, Q, d->ld, 1, Kt, Tp, 0.0f, S, Tp);
     softmax_rows(S, lse + i0, nb, T, Tp);
     head_mm(d, nb, hd, T, 1.0f, S, Tp, 1, V, d->ld, 0.0f, out + (size_t)i0 * d->ldo + (size_t)h * hd, d->ldo);
@@ -137,8 +138,8 @@ static void att_bwd_head(const att_dims *d, float *dqkv, const float *dout, cons
     const float *K = qkv + (size_t)(d->H + h) * hd, *V = qkv + (size_t)(2 * d->H + h) * hd;
     float *dK = dqkv + (size_t)(d->H + h) * hd, *dV = dqkv + (size_t)(2 * d->H + h) * hd;
     float *P = buf, *dP = P + (size_t)ATT_QB * Tp, *Kt = dP + (size_t)ATT_QB * Tp, *Vt = Kt + (size_t)hd * Tp;
-    cols_of(Kt, K, ld, T, Tp, hd);
-    cols_of(Vt, V, ld, T, Tp, hd);
+    head_cols(Kt, K, ld, T, Tp, hd);
+    head_cols(Vt, V, ld, T, Tp, hd);
     for (int i0 = 0; i0 < T; i0 += ATT_QB) {
         int nb = T - i0 < ATT_QB ? T - i0 : ATT_QB;
         float beta = i0 ? 1.0f : 0.0f;

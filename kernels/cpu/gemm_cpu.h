@@ -40,7 +40,9 @@ int trm_gemm_cpu_rows(int tb, int M, int N, int K, const float *A, int lda, cons
 
 /* kernels/cpu/gemm_small.c: C (M×N, ldc) = alpha·op(A)·B + beta·C with op(A)'s element (m, k) at
  * A[m·sam + k·sak] and B (K×N) row-major (ldb), without packing: for attention's per-head
- * products. The bits of trm_gemm_cpu on the same product. Returns 0, having done nothing,
+ * products. The bits of trm_gemm_cpu on the same product (but for Aᵀ·B with K past 512, which
+ * trm_gemm_cpu sums in slices), as the build contracts no product and sum into one FMA
+ * (-std=c11: -ffp-contract=off). Returns 0, having done nothing,
  * where N is not a multiple of 16, the CPU has neither AVX-512 nor AVX2 with FMA, it is not
  * x86-64, or TRM_CPU_GEMM=blas (TRM_CPU_GEMM=avx2 takes the AVX2 tiles). One thread. */
 int trm_gemm_small(int M, int N, int K, float alpha, const float *A, size_t sam, size_t sak, const float *B,

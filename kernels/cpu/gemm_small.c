@@ -5,7 +5,8 @@
  * buffers and an OpenMP region of one thread, which took as long as the multiply-adds: on
  * the tiny shapes (85 tokens, heads of 64) attention ran at a third of the big products'
  * rate. The sums are trm_gemm_cpu's: one fused multiply-add chain a block of KC values of k,
- * alpha applied as a block is stored, so the bits are those of the packed path. */
+ * alpha applied as a block is stored, so the bits are those of the packed path (where neither
+ * file's products and sums are contracted into FMAs: the build's -std=c11). */
 #include "gemm_cpu.h"
 
 #include <stdlib.h>
@@ -39,7 +40,7 @@
         }                                                                                      \
     }                                                                                          \
     VEC va = SET1(alpha), vb = SET1(beta);                                                     \
-    int add_old = !first || beta == 1.0f, keep = first && beta == 0.0f;                       \
+    int add_old = !first || beta == 1.0f, no_old = first && beta == 0.0f;                     \
     PRAGMA_S(GCC unroll MR)                                                                    \
     for (int i = 0; i < MR; i++)                                                               \
         PRAGMA_S(GCC unroll NV) for (int v = 0; v < NV; v++) {                                 \
@@ -47,7 +48,7 @@
             VEC r = MUL(va, c[i][v]);                                                          \
             if (add_old)                                                                       \
                 r = ADD(LOADU(p), r);                                                          \
-            else if (!keep)                                                                    \
+            else if (!no_old)                                                                  \
                 r = SCALE_OLD(vb, LOADU(p), r);                                                \
             STOREU(p, r);                                                                      \
         }
