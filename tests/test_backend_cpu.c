@@ -310,6 +310,7 @@ END_TEST
  * beta 0 (C never read), 1 and another; and against a double product. */
 START_TEST(test_gemm_small) {
     if (!trm_gemm_cpu_available()) return;
+    int lanes = trm_gemm_cpu_lanes(); /* 16, or 8 with TRM_CPU_GEMM=avx2 (test_backend_cpu_avx2) */
     tr_rng r = {12};
     static const int Ms[] = {1, 5, 6, 7, 12, 13, 85}, Ns[] = {16, 32, 48, 64, 96, 112};
     static const int Ks[] = {1, 64, 256, 257, 300, 512};
@@ -328,7 +329,7 @@ START_TEST(test_gemm_small) {
                         for (int i = 0; i < M; i++) C1[(size_t)i * ldc] = NAN; /* never read */
                     memcpy(C2, C1, (size_t)M * ldc * sizeof(float));
                     size_t sam = ta ? 1 : (size_t)lda, sak = ta ? (size_t)lda : 1;
-                    ck_assert(trm_gemm_small(M, N, K, alpha, A, sam, sak, B, ldb, beta, C1, ldc));
+                    ck_assert(trm_gemm_small(lanes, M, N, K, alpha, A, sam, sak, B, ldb, beta, C1, ldc));
                     trm_gemm_cpu(ta, 0, M, N, K, alpha, A, lda, B, ldb, beta, C2, ldc, 1, 0);
                     ck_assert_msg(memcmp(C1, C2, (size_t)M * ldc * sizeof(float)) == 0, "M %d N %d K %d ta %d", M, N,
                                   K, ta);
@@ -348,7 +349,8 @@ START_TEST(test_gemm_small) {
                         }
                     free(A), free(B), free(C0), free(C1), free(C2);
                 }
-    ck_assert(!trm_gemm_small(4, 24, 8, 1.0f, NULL, 8, 1, NULL, 24, 0.0f, NULL, 24)); /* N not whole vectors */
+    ck_assert(!trm_gemm_small(lanes, 4, 24, 8, 1.0f, NULL, 8, 1, NULL, 24, 0.0f, NULL, 24)); /* N not whole vectors */
+    ck_assert(!trm_gemm_small(0, 4, 16, 8, 1.0f, NULL, 8, 1, NULL, 16, 0.0f, NULL, 16));  /* no vectors: the GEMM's */
 }
 END_TEST
 

@@ -28,10 +28,17 @@ typedef struct {
     float scale;           /* 1/√hd */
     const float *cos, *sin; /* RoPE's tables (T × hd), or NULL: no rotation in the tasks */
     int Tp;                /* T rounded up to 16: the scores' row stride */
-    int wide;              /* tasks run one at a time, each product on all threads */
+    int lanes;             /* gemm_small's vector width, or 0: the GEMM does the products (no
+                            * own GEMM here, or tasks run one at a time on all threads) */
 } att_dims;
 
-static int round16(int x) { return (x + 15) / 16 * 16; }
+/* wide: fewer tasks than threads, run one at a time with each product on all threads. */
+static att_dims dims_of(int T, int H, int hd, const float *cos, const float *sin, int wide) {
+    att_dims d = {T, H, hd, (size_t)3 * H * hd, (size_t)H * hd, 1.0f / sqrtf((float)hd), cos, sin, (T + 15) / 16 * 16,
+                  0};
+    d.lanes = !wide && cpu_own_gemm_threads() ? trm_gemm_cpu_lanes() : 0;
+    return d;
+}
 
 /* C = alpha·op(A)·B + beta·C for one head, op(A)'s (m, k) at A[m·sam + k·sak] (sak 1: A's
  * rows; sam 1: its columns) and B's rows ldb apart: gemm_small.c's tiles, else the GEMM, whose
@@ -39,7 +46,7 @@ static int round16(int x) { return (x + 15) / 16 * 16; }
  * for its slices of 512). */
 static void head_mm(const att_dims *d, int M, int N, int K, float alpha, const float *A, size_t sam, size_t sak,
                     const float *B, size_t ldb, float beta, float *C, size_t ldc) {
-    if (!d->wide && trm_gemm_small(M, N, K, alpha, A, sam, sak, B, ldb, beta, C, ldc)) return;
+    if (d->lanes && trm_gemm_small(d->lanes, M, N, K, alpha, A, sam, sak, B, ldb, beta, C, ldc)) return;
     int ta = sak != 1;
     cpu_sgemm(ta, 0, M, N, K, alpha, A, (int)(ta ? sak : sam), B, (int)ldb, beta, C, (int)ldc, 0);
 }
@@ -99,12 +106,11 @@ static void att_fwd_task(const att_dims *d, float *out, float *lse, const float 
 static void attention_fwd_impl(trm_backend *be, float *out, float *lse, const float *qkv, int B, int T, int H,
                                int hd, const float *cos, const float *sin) {
     if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
-    int nqb = (T + ATT_QB - 1) / ATT_QB, tasks = B * H * nqb, nt = max_threads();
-    att_dims d = {T, H, hd, (size_t)3 * H * hd, (size_t)H * hd, 1.0f / sqrtf((float)hd), cos, sin, round16(T),
-                  tasks < nt && nt > 1};
+    int nqb = (T + ATT_QB - 1) / ATT_QB, tasks = B * H * nqb, nt = max_threads(), wide = tasks < nt && nt > 1;
+    att_dims d = dims_of(T, H, hd, cos, sin, wide);
     size_t per = (size_t)(ATT_QB + hd) * d.Tp;
     float *S = cpu_scratch(be, per * nt);
-    if (!d.wide && nt > 1) {
+    if (!wide && nt > 1) {
 #pragma omp parallel for schedule(dynamic)
         for (int k = 0; k < tasks; k++)
             att_fwd_task(&d, out, lse, qkv, k, nqb, S + per * thread_id());
@@ -182,12 +188,11 @@ static void att_bwd_task(const att_dims *d, float *dqkv, const float *dout, cons
 static void attention_bwd_impl(trm_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
                                const float *lse, int B, int T, int H, int hd, const float *cos, const float *sin) {
     if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
-    int tasks = B * H, nt = max_threads();
-    att_dims d = {T, H, hd, (size_t)3 * H * hd, (size_t)H * hd, 1.0f / sqrtf((float)hd), cos, sin, round16(T),
-                  tasks < nt && nt > 1};
+    int tasks = B * H, nt = max_threads(), wide = tasks < nt && nt > 1;
+    att_dims d = dims_of(T, H, hd, cos, sin, wide);
     size_t per = (size_t)2 * (ATT_QB + hd) * d.Tp;
     float *buf = cpu_scratch(be, per * nt);
-    if (!d.wide && nt > 1) {
+    if (!wide && nt > 1) {
 #pragma omp parallel for schedule(dynamic)
         for (int k = 0; k < tasks; k++)
             att_bwd_task(&d, dqkv, dout, qkv, out, lse, k, buf + per * thread_id());

@@ -705,6 +705,7 @@ void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float 
 
 int trm_gemm_cpu_available(void) { return 1; }
 int trm_gemm_cpu_bf16(void) { return pick_arch().bf16 != NULL; }
+int trm_gemm_cpu_lanes(void) { return pick_arch().nr / 2; } /* two vectors a kernel row */
 
 /* ---- whole rows handed on: trm_gemm_cpu_rows ---- */
 
@@ -768,6 +769,7 @@ void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float 
 }
 int trm_gemm_cpu_available(void) { return 0; }
 int trm_gemm_cpu_bf16(void) { return 0; }
+int trm_gemm_cpu_lanes(void) { return 0; }
 int trm_gemm_cpu_rows(int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
                       int threads, int bf16, trm_gemm_rows_fn done, void *ctx) {
     (void)tb, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)C, (void)ldc, (void)threads;

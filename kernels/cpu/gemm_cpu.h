@@ -14,6 +14,9 @@ void trm_gemm_cpu(int ta, int tb, int M, int N, int K, float alpha, const float 
                   float beta, float *C, int ldc, int threads, int bf16);
 int trm_gemm_cpu_available(void);
 int trm_gemm_cpu_bf16(void); /* the CPU has AVX512-BF16 (and TRM_CPU_GEMM does not say avx2) */
+/* The floats in a vector of the kernels trm_gemm_cpu runs: 16 (AVX-512), 8 (AVX2, or
+ * TRM_CPU_GEMM=avx2), 0 where it has none (not x86-64). */
+int trm_gemm_cpu_lanes(void);
 
 /* A 64-byte aligned work buffer of at least `bytes` for the GEMMs' packed operands; out of
  * memory ends the process with one message (nothing else could run either). */
@@ -40,13 +43,13 @@ int trm_gemm_cpu_rows(int tb, int M, int N, int K, const float *A, int lda, cons
 
 /* kernels/cpu/gemm_small.c: C (M×N, ldc) = alpha·op(A)·B + beta·C with op(A)'s element (m, k) at
  * A[m·sam + k·sak] and B (K×N) row-major (ldb), without packing: for attention's per-head
- * products. The bits of trm_gemm_cpu on the same product (but for Aᵀ·B with K past 512, which
+ * products, on vectors of `lanes` floats (trm_gemm_cpu_lanes(): the caller asks once, not a
+ * product). The bits of trm_gemm_cpu on the same product (but for Aᵀ·B with K past 512, which
  * trm_gemm_cpu sums in slices), as the build contracts no product and sum into one FMA
- * (-std=c11: -ffp-contract=off). Returns 0, having done nothing,
- * where N is not a multiple of 16, the CPU has neither AVX-512 nor AVX2 with FMA, it is not
- * x86-64, or TRM_CPU_GEMM=blas (TRM_CPU_GEMM=avx2 takes the AVX2 tiles). One thread. */
-int trm_gemm_small(int M, int N, int K, float alpha, const float *A, size_t sam, size_t sak, const float *B,
-                   size_t ldb, float beta, float *C, size_t ldc);
+ * (-std=c11: -ffp-contract=off). Returns 0, having done nothing, where lanes is neither 16 nor
+ * 8 or N is not a multiple of 16. One thread. */
+int trm_gemm_small(int lanes, int M, int N, int K, float alpha, const float *A, size_t sam, size_t sak,
+                   const float *B, size_t ldb, float beta, float *C, size_t ldc);
 /* xt[c·ldt + j] = X[j·ld + c] for j < rows, c < cols: a head's rows as gemm_small's B. */
 void trm_cols_of(float *xt, size_t ldt, const float *X, size_t ld, int rows, int cols);
 

@@ -9,9 +9,6 @@
  * file's products and sums are contracted into FMAs: the build's -std=c11). */
 #include "gemm_cpu.h"
 
-#include <stdlib.h>
-#include <string.h>
-
 #if defined(__x86_64__) && !defined(TRM_NO_OWN_GEMM)
 #include <immintrin.h>
 
@@ -93,32 +90,16 @@ typedef struct {
 static const small_tile t512_4[] = {LIST_6(tile512_, 4)}, t512_2[] = {LIST_12(tile512_, 2)},
                         t512_1[] = {LIST_12(tile512_, 1)}, t256_2[] = {LIST_6(tile256_, 2)};
 
-/* The widths this CPU runs, widest first (TRM_CPU_GEMM=avx2 as trm_gemm_cpu); 0 where
- * neither AVX-512 nor AVX2 with FMA is there, or TRM_CPU_GEMM=blas. */
-static int pick_sets(tile_set *s) {
-    __builtin_cpu_init();
-    const char *e = getenv("TRM_CPU_GEMM");
-    if (e && !strcmp(e, "blas")) return 0;
-    if (__builtin_cpu_supports("avx512f") && !(e && !strcmp(e, "avx2"))) {
-        s[0] = (tile_set){t512_4, 6, 64};
-        s[1] = (tile_set){t512_2, 12, 32};
-        s[2] = (tile_set){t512_1, 12, 16};
-        return 3;
-    }
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        s[0] = (tile_set){t256_2, 6, 16};
-        return 1;
-    }
-    return 0;
-}
+/* The widths of vectors of `lanes` floats, widest first; the last, 16 columns, ends any N that
+ * is a multiple of 16. */
+static const tile_set sets_512[] = {{t512_4, 6, 64}, {t512_2, 12, 32}, {t512_1, 12, 16}}, sets_256[] = {{t256_2, 6, 16}};
 
-int trm_gemm_small(int M, int N, int K, float alpha, const float *A, size_t sam, size_t sak, const float *B,
-                   size_t ldb, float beta, float *C, size_t ldc) {
-    tile_set sets[3];
-    int ns = pick_sets(sets);
-    if (!ns || M < 1 || N < 1 || K < 1 || N % 16) return 0;
+int trm_gemm_small(int lanes, int M, int N, int K, float alpha, const float *A, size_t sam, size_t sak,
+                   const float *B, size_t ldb, float beta, float *C, size_t ldc) {
+    const tile_set *sets = lanes == 16 ? sets_512 : lanes == 8 ? sets_256 : NULL;
+    if (!sets || M < 1 || N < 1 || K < 1 || N % 16) return 0;
     int n0 = 0;
-    for (int w = 0; w < ns; w++)
+    for (int w = 0; n0 < N; w++)
         for (; N - n0 >= sets[w].cols; n0 += sets[w].cols)
             for (int m0 = 0; m0 < M; m0 += sets[w].mr) {
                 int mr = M - m0 < sets[w].mr ? M - m0 : sets[w].mr;
@@ -175,9 +156,9 @@ void trm_cols_of(float *xt, size_t ldt, const float *X, size_t ld, int rows, int
         for (int c = 0; c < cols; c++) xt[(size_t)c * ldt + j] = X[(size_t)j * ld + c];
 }
 
-int trm_gemm_small(int M, int N, int K, float alpha, const float *A, size_t sam, size_t sak, const float *B,
-                   size_t ldb, float beta, float *C, size_t ldc) {
-    (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)sam, (void)sak, (void)B, (void)ldb, (void)beta;
+int trm_gemm_small(int lanes, int M, int N, int K, float alpha, const float *A, size_t sam, size_t sak,
+                   const float *B, size_t ldb, float beta, float *C, size_t ldc) {
+    (void)lanes, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)sam, (void)sak, (void)B, (void)ldb, (void)beta;
     (void)C, (void)ldc;
     return 0;
 }
