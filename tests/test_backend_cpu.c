@@ -229,25 +229,30 @@ START_TEST(test_gemm) {
 }
 END_TEST
 
-/* exp_affine's 16-lane AVX-512 path gives the 8-lane path's bits: over exp's whole range (both
- * clamps, subnormal results, NaN), both affine maps the kernels use, and every tail length. */
+/* exp_affine's 16-lane AVX-512 path and its AVX2 path give the bits of cpu.h's generic 8-lane
+ * loop: over exp's whole range (both clamps, subnormal results, NaN), both affine maps the
+ * kernels use, and every length across the paths' four-vector turns and masked tails. */
 START_TEST(test_exp_wide_bits) {
 #if TRM_EXP_WIDE
-    if (!__builtin_cpu_supports("avx512f")) return;
     enum { N = 40000 };
     float *x = malloc(N * sizeof(float)), *w = malloc(N * sizeof(float)), *n8 = malloc(N * sizeof(float));
     for (int i = 0; i < N; i++) x[i] = -120.0f + 220.0f * (float)i / N + 1e-3f * (float)(i % 7);
     x[0] = NAN, x[1] = -0.0f, x[2] = 1e-30f, x[3] = 88.7f, x[4] = -103.9f;
     const float ab[2][2] = {{1.0f, 0.0f}, {-1.0f, 0.0f}};
-    for (int m = 0; m < 2; m++)
-        for (int n = 16; n <= 48; n++) /* every tail past the first whole vector */
-            for (int i0 = 0; i0 + n <= N; i0 += 997) {
-                exp_affine_wide(w, x + i0, n, ab[m][0], ab[m][1]);
-                exp_affine_8(n8, x + i0, n, ab[m][0], ab[m][1]);
-                ck_assert_msg(memcmp(w, n8, (size_t)n * sizeof(float)) == 0, "exp at %d (+%d), map %d", i0, n, m);
-            }
-    exp_affine_wide(w, x, N, -2.0f, 0.5f), exp_affine_8(n8, x, N, -2.0f, 0.5f);
-    ck_assert(memcmp(w, n8, N * sizeof(float)) == 0);
+    for (int path = 0; path < 2; path++) {
+        if (!(path ? __builtin_cpu_supports("avx2") : __builtin_cpu_supports("avx512f"))) continue;
+        void (*f)(float *, const float *, int, float, float) = path ? exp_affine_avx2 : exp_affine_wide;
+        for (int m = 0; m < 2; m++)
+            for (int n = path ? 1 : 16; n <= 140; n++)
+                for (int i0 = 0; i0 + n <= N; i0 += 1409) {
+                    f(w, x + i0, n, ab[m][0], ab[m][1]);
+                    exp_affine_8(n8, x + i0, n, ab[m][0], ab[m][1]);
+                    ck_assert_msg(memcmp(w, n8, (size_t)n * sizeof(float)) == 0, "path %d: exp at %d (+%d), map %d",
+                                  path, i0, n, m);
+                }
+        f(w, x, N, -2.0f, 0.5f), exp_affine_8(n8, x, N, -2.0f, 0.5f);
+        ck_assert_msg(memcmp(w, n8, N * sizeof(float)) == 0, "path %d, whole", path);
+    }
     free(x), free(w), free(n8);
 #endif
 }

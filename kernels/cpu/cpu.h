@@ -103,6 +103,10 @@ static inline void exp_affine(float *y, const float *x, int n, float a, float b)
         exp_affine_wide(y, x, n, a, b);
         return;
     }
+    if (__builtin_cpu_supports("avx2")) {
+        exp_affine_avx2(y, x, n, a, b);
+        return;
+    }
 #endif
     exp_affine_narrow(y, x, n, a, b);
 }
