@@ -310,6 +310,48 @@ START_TEST(test_gemm_threads_bitwise) {
 }
 END_TEST
 
+/* The weight gradients' slices with B read in place (gemm_cpu.c's run_slice_brows: AVX-512, B's
+ * rows ≤ 128 floats and whole vectors apart) give the bits of B packed (TRM_CPU_SLICES=packed):
+ * whole panels only (N 128) and a partial last one (N 112, ldb 128, and N 80), M with a partial
+ * panel of A, a ragged last slice, alpha and beta, at 1 and 3 threads; and the product itself
+ * against a double one. */
+START_TEST(test_gemm_slices_brows) {
+    if (!trm_gemm_cpu_available()) return;
+    tr_rng r = {31};
+    static const int Ms[] = {1030, 13, 384}, Ns[] = {128, 112, 80}, lds[] = {128, 128, 80};
+    for (int c = 0; c < 3; c++)
+        for (int t = 1; t <= 3; t += 2) {
+            int M = Ms[c], N = Ns[c], ldb = lds[c], K = 1300, ldc = N + 3;
+            float alpha = c == 1 ? 0.5f : 1.0f, beta = c == 1 ? 0.75f : 0.0f;
+            float *A = frand(&r, (size_t)K * M, -1, 1), *B = frand(&r, (size_t)K * ldb, -1, 1);
+            float *C0 = frand(&r, (size_t)M * ldc, -1, 1), *C1 = malloc((size_t)M * ldc * sizeof(float));
+            float *C2 = malloc((size_t)M * ldc * sizeof(float));
+            memcpy(C1, C0, (size_t)M * ldc * sizeof(float));
+            memcpy(C2, C0, (size_t)M * ldc * sizeof(float));
+            trm_gemm_cpu(1, 0, M, N, K, alpha, A, M, B, ldb, beta, C1, ldc, t, 0);
+            setenv("TRM_CPU_SLICES", "packed", 1);
+            trm_gemm_cpu(1, 0, M, N, K, alpha, A, M, B, ldb, beta, C2, ldc, t, 0);
+            unsetenv("TRM_CPU_SLICES");
+            ck_assert_msg(memcmp(C1, C2, (size_t)M * ldc * sizeof(float)) == 0, "B in place: %dx%d, %d threads", M,
+                          N, t);
+            for (int s = 0; s < 64; s++) {
+                int i = (s * 7919) % M, n = (s * 104729) % N;
+                double want = beta * C0[(size_t)i * ldc + n], mag = fabs(want);
+                for (int k = 0; k < K; k++) {
+                    double p = (double)A[(size_t)k * M + i] * B[(size_t)k * ldb + n];
+                    want += alpha * p, mag += fabs(p);
+                }
+                ck_assert_msg(fabs(C1[(size_t)i * ldc + n] - want) <= 1e-5 * mag, "C[%d][%d] %g, want %g", i, n,
+                              C1[(size_t)i * ldc + n], want);
+            }
+            for (int i = 0; i < M; i++) /* the columns past N are left alone */
+                for (int n = N; n < ldc; n++)
+                    ck_assert_float_eq(C1[(size_t)i * ldc + n], C0[(size_t)i * ldc + n]);
+            free(A), free(B), free(C0), free(C1), free(C2);
+        }
+}
+END_TEST
+
 /* gemm_small.c's unpacked tiles: the bits of trm_gemm_cpu on the same product, op(A) read by
  * rows (sak 1) or columns (sam 1), every tile height and width, K across its blocks of 256,
  * beta 0 (C never read), 1 and another; and against a double product. */
@@ -1721,6 +1763,7 @@ static Suite *backend_cpu_suite(void) {
     tcase_add_test(tc, test_memory);
     tcase_add_test(tc, test_gemm);
     tcase_add_test(tc, test_gemm_threads_bitwise);
+    tcase_add_test(tc, test_gemm_slices_brows);
     tcase_add_test(tc, test_gemm_small);
     tcase_add_test(tc, test_exp_wide_bits);
     tcase_add_test(tc, test_gemm_bf16_products);

@@ -114,6 +114,27 @@ __attribute__((target("avx512f,fma"))) static void kernel_avx512(int kc, const f
     store_12x32(c, C, ldc, 0, mr, nr, alpha, beta, first);
 }
 
+/* The packed kernel with op(B) = B read where it lies: a k's 32 columns are a run of B's row k,
+ * ldb apart from the next k's (the weight gradients' slices, whose B rows are the narrow
+ * operand's, 128 to 512 floats long: packing them cost each block of C a copy of its slice of
+ * B). The same sums in the same order as kernel_avx512 on the packed panel: the same bits. */
+__attribute__((target("avx512f,fma"))) static void kernel_avx512_brows(int kc, const float *Ap, const float *B,
+                                                                         size_t ldb, float *C, int ldc, int mr,
+                                                                         float alpha, float beta, int first) {
+    __m512 c[12][2];
+    for (int i = 0; i < 12; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
+    for (int k = 0; k < kc; k++) {
+        __m512 b0 = _mm512_loadu_ps(B + (size_t)k * ldb), b1 = _mm512_loadu_ps(B + (size_t)k * ldb + 16);
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) {
+            __m512 ai = _mm512_set1_ps(Ap[k * 12 + i]);
+            c[i][0] = _mm512_fmadd_ps(ai, b0, c[i][0]);
+            c[i][1] = _mm512_fmadd_ps(ai, b1, c[i][1]);
+        }
+    }
+    store_12x32(c, C, ldc, 0, mr, 32, alpha, beta, first);
+}
+
 /* The same k loop with op(A) read where it lies, A not transposed (MR rows, each along its
  * own run of k), for the products whose op(B) is narrow: packing A there cost as much as the
  * multiply-adds it fed (a store per element against 2·N flops). Each group of three rows takes
@@ -625,15 +646,41 @@ static void pack_b_slice(const plan *pl, int klen) {
     }
 }
 
+/* A slice's block with AVX-512 (j: the block as a product of its own, C its partial): op(A)
+ * packed a block of K at a time, B's whole panels read in place by kernel_avx512_brows, and a
+ * last partial panel (N not a multiple of 32) packed into bp (KC × 32 floats) with zeros past
+ * N. run_block's loops in run_block's order: the same bits as packing all of op(B). */
+static void run_slice_brows(const gemm_job *j, const arch *a, float *ap, float *bp) {
+    int whole = j->N / 32 * 32, rest = j->N - whole;
+    for (int k0 = 0; k0 < j->K; k0 += KC) {
+        int kc = j->K - k0 < KC ? j->K - k0 : KC, first = k0 == 0;
+        const float *bk = j->B + (size_t)k0 * j->ldb;
+        pack_a(ap, j, 0, j->M, k0, kc, 12);
+        if (rest)
+            for (int k = 0; k < kc; k++)
+                copy_32_avx512(bp + (size_t)k * 32, bk + (size_t)k * j->ldb + whole, lanes(rest), lanes(rest - 16));
+        for (int p = 0; p < j->M; p += 12) { /* op(A)'s panel in L1 against every panel of B */
+            int mr = j->M - p < 12 ? j->M - p : 12;
+            float *cp = j->C + (size_t)p * j->ldc;
+            for (int q = 0; q < whole; q += 32)
+                kernel_avx512_brows(kc, ap + (size_t)p * kc, bk + q, (size_t)j->ldb, cp + q, j->ldc, mr, j->alpha,
+                                    j->beta, first);
+            if (rest) a->fn(kc, ap + (size_t)p * kc, bp, cp + whole, j->ldc, mr, rest, j->alpha, j->beta, first);
+        }
+    }
+}
+
 /* Returns 0, having done nothing, where the product is not an Aᵀ·B in fp32 with K past one
  * slice, where its partials would pass SPLIT_CAP, or with TRM_CPU_SLICES=0 (the general path,
- * for A/B timings and for the tests of that path on long K). */
+ * for A/B timings and for the tests of that path on long K). TRM_CPU_SLICES=packed packs B
+ * where run_slice_brows would read it in place (the tests compare the two). */
 static int gemm_tn_slices(const gemm_job *j, const arch *a, int threads) {
     int M = j->M, N = j->N, K = j->K, S = (K + KS - 1) / KS;
     size_t mn = (size_t)M * N;
     if (!j->ta || j->tb || S < 2 || (size_t)S * mn * sizeof(float) > SPLIT_CAP) return 0;
     const char *off = getenv("TRM_CPU_SLICES");
     if (off && !strcmp(off, "0")) return 0;
+    int packed = off && !strcmp(off, "packed"); /* B packed even where it could be read in place */
     /* blocks as large as cache allows, the slices giving the threads their tasks; where they
      * give fewer than two a thread (11 slices of tiny's 5440 rows on 16 threads, five of which
      * had nothing to do), as many more blocks as make up two. Only the tasks change: each
@@ -645,8 +692,12 @@ static int gemm_tn_slices(const gemm_job *j, const arch *a, int threads) {
     float *P = trm_gemm_buffer((size_t)S * mn * sizeof(float));
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
+        /* AVX-512 and B's rows short and whole vectors apart: read in place (run_slice_brows). On
+         * rows 2 KiB apart (the down weight's 512-wide gradient) the kernel's loads missed L1
+         * (1 thread: 87 → 74 GFLOP/s), and on mlp_t's 85-float rows they split cache lines. */
+        int brows = a->nr == 32 && j->ldb <= 128 && j->ldb % 16 == 0 && !packed;
         float *ap = trm_gemm_buffer((size_t)mc * KC * sizeof(float));
-        float *bp = trm_gemm_buffer((size_t)KS * round_up(nc, a->nr) * sizeof(float));
+        float *bp = trm_gemm_buffer((brows ? (size_t)KC * 32 : (size_t)KS * round_up(nc, a->nr)) * sizeof(float));
 #pragma omp for schedule(dynamic)
         for (int t = 0; t < tasks; t++) {
             int s = t / blocks, b = t % blocks, m0 = (b % mb) * mc, n0 = (b / mb) * nc;
@@ -656,6 +707,10 @@ static int gemm_tn_slices(const gemm_job *j, const arch *a, int threads) {
             gemm_job sub = {1, 0, bm, bn, len, j->lda, j->ldb, N, 1.0f, 0.0f,
                             j->A + (size_t)k0 * j->lda + m0, j->B + (size_t)k0 * j->ldb + n0,
                             P + (size_t)s * mn + (size_t)m0 * N + n0};
+            if (brows) {
+                run_slice_brows(&sub, a, ap, bp);
+                continue;
+            }
             plan tp = {&sub, a, bm, bn, 1, 1, round_up(bn, a->nr), 0, bp, 1};
             pack_b_slice(&tp, len);
             run_block(&tp, 0, bm, 0, bn, 0, len, ap);
