@@ -14,21 +14,28 @@ static inline void swiglu_fwd_row(float *restrict o, const float *restrict g, co
 }
 
 /* One row of the backward (PyTorch): du = dout·silu(g); dg = (dout·u)·σ·(1 + g·(1 − σ)); o (if
- * not NULL) the forward's output as swiglu_fwd_row computes it, in a loop of its own so that both
- * loops stay vectorised. */
+ * not NULL) the forward's output as swiglu_fwd_row computes it, silu(g)·u from the same quotient
+ * g / (1 + e^−g) as du (one division less an element: the quotients cost a quarter of the row on
+ * the device host's Xeon). Two copies of the loop, with and without o, so that each stays
+ * vectorised. */
 static inline void swiglu_bwd_row(float *restrict dg, float *restrict o, const float *restrict d,
                                   const float *restrict g, int I) {
     const float *restrict u = g + I;
     float *restrict du = dg + I;
     exp_affine(du, g, I, -1.0f, 0.0f);
     if (o)
-        for (int i = 0; i < I; i++) o[i] = (g[i] / (1.0f + du[i])) * u[i];
-    for (int i = 0; i < I; i++) {
-        float e = 1.0f + du[i];
-        float sig = 1.0f / e;
-        du[i] = d[i] * (g[i] / e);
-        dg[i] = d[i] * u[i] * sig * (1.0f + g[i] * (1.0f - sig));
-    }
+        for (int i = 0; i < I; i++) {
+            float e = 1.0f + du[i], s = g[i] / e, sig = 1.0f / e;
+            o[i] = s * u[i];
+            du[i] = d[i] * s;
+            dg[i] = d[i] * u[i] * sig * (1.0f + g[i] * (1.0f - sig));
+        }
+    else
+        for (int i = 0; i < I; i++) {
+            float e = 1.0f + du[i], sig = 1.0f / e;
+            du[i] = d[i] * (g[i] / e);
+            dg[i] = d[i] * u[i] * sig * (1.0f + g[i] * (1.0f - sig));
+        }
 }
 
 void cpu_swiglu_fwd(trm_backend *be, void *outv, const void *guv, int rows, int I) {
