@@ -63,7 +63,8 @@ static void head_cols(float *xt, const float *X, size_t ld, int T, int Tp, int h
  * whole block. A row's exp alone is six vectors, too few for their dependency chains to
  * overlap: on the tiny shapes (85 tokens) it took 140 cycles a row here, most of the softmax.
  * exp_affine's own shift (x·1 + b) gives the same values as x − m then x·1 + 0 (−0 included:
- * exp(±0) = 1), so the bits are those of a row at a time. */
+ * exp(±0) = 1), so the bits are those of a row at a time (but for a NaN's sign where m is
+ * NaN). */
 static void exp_rows_shifted(float *S, const float *m, int nb, int Tp) {
     for (int i = 0; i < nb; i++) {
         float *row = S + (size_t)i * Tp, mi = m[i];

@@ -48,17 +48,19 @@ static inline int thread_id(void) {
  * glibc only offers SIMD expf under -ffast-math, which we refuse (it would break the float32
  * agreement elsewhere), and under -ftrapping-math gcc will not if-convert a scalar expf's
  * clamps, so this is written with GCC/clang vector extensions (8 lanes; narrower targets
- * split them). Cephes range reduction and polynomial (exp_poly.h, shared with the mps
- * shaders), ≈1 ulp on the normal range. NaN falls through the clamps; x ≤ −104 gives 0
+ * split them): the generic path, taken on CPUs other than x86-64 and the reference for the
+ * bits of exp_wide.c's AVX-512 and AVX2 paths, which x86-64 takes. Cephes range reduction and
+ * polynomial (exp_poly.h, shared with the mps shaders), ≈1 ulp on the normal range. NaN falls through the clamps; x ≤ −104 gives 0
  * (exp(−104) rounds to 0) and x ≥ ln(FLT_MAX) gives ≈FLT_MAX instead of inf, harmless for
  * what it feeds (softmax of x − max ≤ 0, silu, sigmoid). 2^n is applied in two halves so
  * subnormal results are right too. */
 typedef float vf8 __attribute__((vector_size(32)));
 typedef int32_t vi8 __attribute__((vector_size(32)));
 
-/* The loop of exp_affine on vectors of L floats (VF; VI the same-width ints), written once for
- * the 8-lane path here and exp_wide.c's 16-lane one (64-byte vectors cannot be passed between
- * functions without changing the ABI, so it is a macro of statements, not a function). Each
+/* The loop of exp_affine on vectors of L floats (VF; VI the same-width ints): the generic
+ * 8-lane path's (a macro of statements rather than a function, as it was when exp_wide.c
+ * expanded it on 64-byte vectors too, which cannot be passed between functions without
+ * changing the ABI). Each
  * lane: the clamps as selects, the rounding of x·log2 e through the 1.5·2²³ magic number (t's
  * mantissa then holds the integer n), and exp_poly.h's reduction, polynomial and scaling. */
 #define EXP_AFFINE_LOOP(VF, VI, L)                                                              \
@@ -93,7 +95,8 @@ static inline void exp_affine_narrow(float *y, const float *x, int n, float a, f
     EXP_AFFINE_LOOP(vf8, vi8, 8)
 }
 
-/* exp_wide.c: the same on 16-lane vectors, where the CPU has AVX-512 (x86-64 GCC or clang). */
+/* exp_wide.c: the same steps in intrinsics, on 16 lanes where the CPU has AVX-512 and on 8 by
+ * AVX2 elsewhere and for rows under 16 (x86-64 GCC or clang). */
 #include "exp_wide.h"
 
 /* y[i] = exp(a·x[i] + b); y may equal x. */

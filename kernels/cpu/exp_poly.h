@@ -1,7 +1,8 @@
 /* exp_poly.h — exp's Cephes range reduction, polynomial and scaling, written once in the
- * common subset of C and GLSL: the cpu backend's vectorised exp (cpu.h, on 8-lane vectors)
- * and the mps shaders' exp_f (kernels/vulkan/common.glsl, glslc -I kernels/cpu) expand the
- * same text, so the backends compute exp the same way. Only the rounding of x·log2 e to an
+ * common subset of C and GLSL: the cpu backend's generic vectorised exp (cpu.h, on 8-lane
+ * vectors) and the mps shaders' exp_f (kernels/vulkan/common.glsl, glslc -I kernels/cpu) expand
+ * the same text, so the backends compute exp the same way. exp_wide.c's x86 intrinsics write the
+ * same steps and constants out by hand; test_exp_wide_bits holds them to cpu.h's bits. Only the rounding of x·log2 e to an
  * integer fx is each language's own (C adds 1.5·2²³, GLSL takes floor(· + 0.5)): at a halfway
  * point the two may pick neighbouring integers, and the polynomial is accurate for either r.
  * Macros rather than functions: one text has to serve float, vector and GLSL types. It lives

@@ -1,8 +1,9 @@
-/* exp_wide.c — cpu.h's exp_affine on 16-lane vectors, for CPUs with AVX-512 (exp_affine hands
- * rows of 16 or more here when __builtin_cpu_supports says so): cpu.h's EXP_AFFINE_LOOP's
- * operations lane by lane, so the results are the same bits as the 8-lane path. Twice the
- * lanes a vector matter where the vector units are 512 bits wide (the device host's Xeon), and
- * the exp is most of the SwiGLU's and softmax's arithmetic. */
+/* exp_wide.c — cpu.h's exp_affine on x86-64 in intrinsics: on 16 lanes for CPUs with AVX-512
+ * (exp_affine hands rows of 16 or more here when __builtin_cpu_supports says so) and on 8 by
+ * AVX2 (other x86 CPUs, and rows under 16). cpu.h's EXP_AFFINE_LOOP's operations lane by lane,
+ * so the results are the generic path's bits (a NaN's payload may differ where a or b is NaN,
+ * which no caller passes). Twice the lanes a vector matter where the vector units are 512 bits
+ * wide (the device host's Xeon), and the exp is most of the SwiGLU's and softmax's arithmetic. */
 #include "cpu.h"
 
 void exp_affine_8(float *y, const float *x, int n, float a, float b) { exp_affine_narrow(y, x, n, a, b); }
@@ -16,7 +17,8 @@ void exp_affine_8(float *y, const float *x, int n, float a, float b) { exp_affin
  * device host's Xeon, where its 512-bit operations have two ports. The clamps are max and min:
  * max(lo, v) is lo where v < lo and v otherwise, NaN included (VMAXPS returns its second
  * operand where either is NaN), as the selects were; each product and sum is its own
- * instruction, rounded, as the C was (no contraction into FMAs). */
+ * instruction, rounded, as the C was: the build's -ffp-contract=off (-std=c11) keeps GCC from
+ * contracting them into FMAs, here and there. */
 __attribute__((target("avx512f"))) static inline __m512 exp16(__m512 v, __m512 va, __m512 vb) {
     v = _mm512_add_ps(_mm512_mul_ps(v, va), vb);
     v = _mm512_max_ps(_mm512_set1_ps(EXP_X_MIN), v);

@@ -115,9 +115,9 @@ __attribute__((target("avx512f,fma"))) static void kernel_avx512(int kc, const f
 }
 
 /* The packed kernel with op(B) = B read where it lies: a k's 32 columns are a run of B's row k,
- * ldb apart from the next k's (the weight gradients' slices, whose B rows are the narrow
- * operand's, 128 to 512 floats long: packing them cost each block of C a copy of its slice of
- * B). The same sums in the same order as kernel_avx512 on the packed panel: the same bits. */
+ * ldb apart from the next k's (the weight gradients' slices where B is the narrow operand, its
+ * rows up to 128 floats: packing them cost each block of C a copy of its slice of B). The same
+ * sums in the same order as kernel_avx512 on the packed panel: the same bits. */
 __attribute__((target("avx512f,fma"))) static void kernel_avx512_brows(int kc, const float *Ap, const float *B,
                                                                          size_t ldb, float *C, int ldc, int mr,
                                                                          float alpha, float beta, int first) {
@@ -580,8 +580,8 @@ static void choose_blocks(int M, int N, int mcap, long want, const arch *a, int 
  * C (M×N, a weight's size) sums K = batch·tokens rows of A and B. Blocks of C that each run
  * down all of K (the general path) were the device host's slowest products: 4 threads reached
  * ~300 GFLOP/s where the others reach 420–480. Here a task is one slice of KS rows for one block
- * of C: it packs its rows of op(A) and op(B) (each read once, along memory) and writes the
- * slice's partial block; the partials are then summed in slice order. On the device host's Xeon
+ * of C: it packs its rows of op(A), and of op(B) unless run_slice_brows reads a narrow B where it
+ * lies (each read once, along memory), and writes the slice's partial block; the partials are then summed in slice order. On the device host's Xeon
  * (bench_gemm, medians of 5 alternating rounds) the four weight gradients of tiny_mlp took 11.2
  * ms against 15.1 on 4 threads and 4.2 against 5.9 on 16. Slices of 256 or 1024 rows, blocks of
  * 384 or 1024 rows and pack_at_12 fetching 0 or 32 rows ahead were no faster there (3 rounds).
