@@ -50,19 +50,19 @@ static inline int thread_id(void) {
  * clamps, so this is written with GCC/clang vector extensions (8 lanes; narrower targets
  * split them): the generic path, taken on CPUs other than x86-64 and the reference for the
  * bits of exp_wide.c's AVX-512 and AVX2 paths, which x86-64 takes. Cephes range reduction and
- * polynomial (exp_poly.h, shared with the mps shaders), ≈1 ulp on the normal range. NaN falls through the clamps; x ≤ −104 gives 0
- * (exp(−104) rounds to 0) and x ≥ ln(FLT_MAX) gives ≈FLT_MAX instead of inf, harmless for
- * what it feeds (softmax of x − max ≤ 0, silu, sigmoid). 2^n is applied in two halves so
- * subnormal results are right too. */
+ * polynomial (exp_poly.h, shared with the mps shaders), ≈1 ulp on the normal range. NaN falls
+ * through the clamps; x ≤ −104 gives 0 (exp(−104) rounds to 0) and x ≥ ln(FLT_MAX) gives
+ * ≈FLT_MAX instead of inf, harmless for what it feeds (softmax of x − max ≤ 0, silu, sigmoid).
+ * 2^n is applied in two halves so subnormal results are right too. */
 typedef float vf8 __attribute__((vector_size(32)));
 typedef int32_t vi8 __attribute__((vector_size(32)));
 
 /* The loop of exp_affine on vectors of L floats (VF; VI the same-width ints): the generic
  * 8-lane path's (a macro of statements rather than a function, as it was when exp_wide.c
  * expanded it on 64-byte vectors too, which cannot be passed between functions without
- * changing the ABI). Each
- * lane: the clamps as selects, the rounding of x·log2 e through the 1.5·2²³ magic number (t's
- * mantissa then holds the integer n), and exp_poly.h's reduction, polynomial and scaling. */
+ * changing the ABI). Each lane: the clamps as selects, the rounding of x·log2 e through the
+ * 1.5·2²³ magic number (t's mantissa then holds the integer n), and exp_poly.h's reduction,
+ * polynomial and scaling. */
 #define EXP_AFFINE_LOOP(VF, VI, L)                                                              \
     for (int i = 0; i < n; i += L) {                                                           \
         int m_ = n - i < L ? n - i : L;                                                        \

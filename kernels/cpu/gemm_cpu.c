@@ -85,7 +85,8 @@ __attribute__((target("avx512f"))) static inline void store_12x32(__m512 c[12][2
 }
 
 /* The k loop of every fp32 kernel, for c[MR][2] (vectors of NR/2 floats): per k, PER_K (a
- * prefetch, or nothing), two vectors of B's packed row, then each of op(A)'s MR values at A_AT
+ * prefetch, or nothing), two vectors of B's row k (BLD floats after row k − 1's: NR in a packed
+ * panel, FMA_K_LOOP; B's ldb where it is read in place), then each of op(A)'s MR values at A_AT
  * (an address in terms of k and i: a packed panel, or A where it lies) broadcast and
  * multiply-added into its row of c. A macro, since the kernels differ only in the vector type,
  * the intrinsics' names and where op(A) is read; the unroll pragma (MR rows) keeps c in
@@ -93,10 +94,10 @@ __attribute__((target("avx512f"))) static inline void store_12x32(__m512 c[12][2
  * one). */
 #define PRAGMA(x) _Pragma(#x)
 #define BCAST_512(p) _mm512_set1_ps(*(p))
-#define FMA_K_LOOP(VEC, MR, NR, LOADU, BCAST, FMADD, A_AT, PER_K)                               \
+#define FMA_K_LOOP_B(VEC, MR, NR, BLD, LOADU, BCAST, FMADD, A_AT, PER_K)                        \
     for (int k = 0; k < kc; k++) {                                                             \
         PER_K;                                                                                 \
-        VEC b0 = LOADU(Bp + k * NR), b1 = LOADU(Bp + k * NR + NR / 2);                         \
+        VEC b0 = LOADU(Bp + k * BLD), b1 = LOADU(Bp + k * BLD + NR / 2);                       \
         PRAGMA(GCC unroll MR)                                                                  \
         for (int i = 0; i < MR; i++) {                                                         \
             VEC ai = BCAST(A_AT);                                                              \
@@ -104,6 +105,8 @@ __attribute__((target("avx512f"))) static inline void store_12x32(__m512 c[12][2
             c[i][1] = FMADD(ai, b1, c[i][1]);                                                  \
         }                                                                                      \
     }
+#define FMA_K_LOOP(VEC, MR, NR, LOADU, BCAST, FMADD, A_AT, PER_K) \
+    FMA_K_LOOP_B(VEC, MR, NR, NR, LOADU, BCAST, FMADD, A_AT, PER_K)
 
 __attribute__((target("avx512f,fma"))) static void kernel_avx512(int kc, const float *Ap, const float *Bp, float *C,
                                                                    int ldc, int mr, int nr, float alpha, float beta,
@@ -118,20 +121,12 @@ __attribute__((target("avx512f,fma"))) static void kernel_avx512(int kc, const f
  * ldb apart from the next k's (the weight gradients' slices where B is the narrow operand, its
  * rows up to 128 floats: packing them cost each block of C a copy of its slice of B). The same
  * sums in the same order as kernel_avx512 on the packed panel: the same bits. */
-__attribute__((target("avx512f,fma"))) static void kernel_avx512_brows(int kc, const float *Ap, const float *B,
+__attribute__((target("avx512f,fma"))) static void kernel_avx512_brows(int kc, const float *Ap, const float *Bp,
                                                                          size_t ldb, float *C, int ldc, int mr,
                                                                          float alpha, float beta, int first) {
     __m512 c[12][2];
     for (int i = 0; i < 12; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
-    for (int k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_loadu_ps(B + (size_t)k * ldb), b1 = _mm512_loadu_ps(B + (size_t)k * ldb + 16);
-#pragma GCC unroll 12
-        for (int i = 0; i < 12; i++) {
-            __m512 ai = _mm512_set1_ps(Ap[k * 12 + i]);
-            c[i][0] = _mm512_fmadd_ps(ai, b0, c[i][0]);
-            c[i][1] = _mm512_fmadd_ps(ai, b1, c[i][1]);
-        }
-    }
+    FMA_K_LOOP_B(__m512, 12, 32, (size_t)ldb, _mm512_loadu_ps, BCAST_512, _mm512_fmadd_ps, Ap + k * 12 + i, )
     store_12x32(c, C, ldc, 0, mr, 32, alpha, beta, first);
 }
 
@@ -581,10 +576,11 @@ static void choose_blocks(int M, int N, int mcap, long want, const arch *a, int 
  * down all of K (the general path) were the device host's slowest products: 4 threads reached
  * ~300 GFLOP/s where the others reach 420–480. Here a task is one slice of KS rows for one block
  * of C: it packs its rows of op(A), and of op(B) unless run_slice_brows reads a narrow B where it
- * lies (each read once, along memory), and writes the slice's partial block; the partials are then summed in slice order. On the device host's Xeon
- * (bench_gemm, medians of 5 alternating rounds) the four weight gradients of tiny_mlp took 11.2
- * ms against 15.1 on 4 threads and 4.2 against 5.9 on 16. Slices of 256 or 1024 rows, blocks of
- * 384 or 1024 rows and pack_at_12 fetching 0 or 32 rows ahead were no faster there (3 rounds).
+ * lies (each read once, along memory), and writes the slice's partial block; the partials are
+ * then summed in slice order. On the device host's Xeon (bench_gemm, medians of 5 alternating
+ * rounds) the four weight gradients of tiny_mlp took 11.2 ms against 15.1 on 4 threads and 4.2
+ * against 5.9 on 16. Slices of 256 or 1024 rows, blocks of 384 or 1024 rows and pack_at_12
+ * fetching 0 or 32 rows ahead were no faster there (3 rounds).
  * KS is fixed, so the sums' order, hence the bits, do not depend on the thread count; they
  * differ from the general path's. */
 #define KS 512                       /* rows of K a slice */
@@ -689,13 +685,13 @@ static int gemm_tn_slices(const gemm_job *j, const arch *a, int threads) {
     choose_blocks(M, N, MC_SPLIT, (2L * threads + S - 1) / S, a, &mc, &nc);
     int mb = (M + mc - 1) / mc, nb = (N + nc - 1) / nc;
     int blocks = mb * nb, tasks = S * blocks, nt = threads > tasks ? tasks : threads;
+    /* AVX-512 and B's rows short and whole vectors apart: read in place (run_slice_brows). On
+     * rows 2 KiB apart (the down weight's 512-wide gradient) the kernel's loads missed L1
+     * (1 thread: 87 → 74 GFLOP/s), and on mlp_t's 85-float rows they split cache lines. */
+    int brows = a->nr == 32 && j->ldb <= 128 && j->ldb % 16 == 0 && !packed;
     float *P = trm_gemm_buffer((size_t)S * mn * sizeof(float));
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        /* AVX-512 and B's rows short and whole vectors apart: read in place (run_slice_brows). On
-         * rows 2 KiB apart (the down weight's 512-wide gradient) the kernel's loads missed L1
-         * (1 thread: 87 → 74 GFLOP/s), and on mlp_t's 85-float rows they split cache lines. */
-        int brows = a->nr == 32 && j->ldb <= 128 && j->ldb % 16 == 0 && !packed;
         float *ap = trm_gemm_buffer((size_t)mc * KC * sizeof(float));
         float *bp = trm_gemm_buffer((brows ? (size_t)KC * 32 : (size_t)KS * round_up(nc, a->nr)) * sizeof(float));
 #pragma omp for schedule(dynamic)
