@@ -3,7 +3,7 @@
  * per shape. Built beside trm (target bench_gemm); not a test.
  * usage: bench_gemm BACKEND [ROWS [D I T HD]]   (ROWS: batch·tokens, default 768·97, and hidden
  * 512, intermediate 1536, tokens 97, head dim 64 as sudoku_att; bench/cpu.sh's tiny shapes:
- * bench_gemm cpu 5440 128 512 85 64) */
+ * bench_gemm cpu 5440 128 512 85 64; the tok lines are mlp_t's token mixer) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,12 +39,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_gemm: %s\n", en ? e.msg : "no such backend in this binary");
         return 1;
     }
-    int B = R / T;
+    int B = R / T, Rt = B * D, It = (int)lround(4.0 * T * 2 / 3 + 255) / 256 * 256; /* mlp_t's, expansion 4 */
     shape shapes[] = {
         {"qkv fwd x.W^T", 0, 1, R, 3 * D, D, 1},  {"gate_up fwd", 0, 1, R, 2 * I, D, 1},
         {"down fwd", 0, 1, R, D, I, 1},            {"down dx dy.W", 0, 0, R, I, D, 1},
         {"down dW dy^T.x", 1, 0, D, I, R, 1},      {"gate_up dW", 1, 0, 2 * I, D, R, 1},
         {"head q.k^T", 0, 1, T, T, hd, B},         {"head p.v", 0, 0, T, hd, T, B},
+        /* mlp_t's token mixer: rows of T per (sample, channel) */
+        {"tok gate_up fwd", 0, 1, Rt, 2 * It, T, 1}, {"tok down fwd", 0, 1, Rt, T, It, 1},
+        {"tok down dx", 0, 0, Rt, It, T, 1},         {"tok gate_up dx", 0, 0, Rt, T, 2 * It, 1},
+        {"tok down dW", 1, 0, T, It, Rt, 1},         {"tok gate_up dW", 1, 0, 2 * It, T, Rt, 1},
     };
     size_t big = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
