@@ -133,6 +133,8 @@ int cpu_own_gemm_threads(void);
 /* elementwise.c */
 void cpu_add(trm_backend *be, void *yv, const void *x1v, const void *x2v, size_t n);
 void cpu_axpy(trm_backend *be, void *yv, const void *xv, float alpha, size_t n);
+/* dst (cols × rows) = srcᵀ (rows × cols), each with its own row stride; one thread. */
+void cpu_transpose_block(float *dst, size_t ldd, const float *src, size_t lds, int rows, int cols);
 void cpu_transpose(trm_backend *be, void *outv, int ldo, const void *inv, int ldi, int batch, int rows,
                    int cols);
 void cpu_bias_fwd(trm_backend *be, float *y, const float *bias, int rows, int cols, int ld);

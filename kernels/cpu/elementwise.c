@@ -19,6 +19,48 @@ void cpu_axpy(trm_backend *be, void *yv, const void *xv, float alpha, size_t n) 
     for (size_t i = 0; i < n; i++) y[i] += alpha * x[i];
 }
 
+#ifdef __AVX2__
+#include <immintrin.h>
+
+/* dst[c][r] = src[r][c] for an 8 × 8 tile, in registers. */
+static inline void tr_8x8(float *dst, size_t ldd, const float *src, size_t lds) {
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * lds);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (int i = 0; i < 4; i++) {
+        _mm256_storeu_ps(dst + i * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+        _mm256_storeu_ps(dst + (i + 4) * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+    }
+}
+#endif
+
+/* dst (cols × rows, rows ldd apart) = srcᵀ (src: rows × cols, rows lds apart): 8 × 8 tiles in
+ * registers, the edges element by element. Moved as they were, so the same bits as any
+ * transpose. The element-by-element loop it replaced, strided on one side, ran at a third of
+ * memory's rate (this EPYC, mlp_t's 64 × 85 × 128 activations). */
+void cpu_transpose_block(float *dst, size_t ldd, const float *src, size_t lds, int rows, int cols) {
+    int r8 = 0, c8 = 0;
+#ifdef __AVX2__
+    r8 = rows / 8 * 8, c8 = cols / 8 * 8;
+    for (int i = 0; i < r8; i += 8)
+        for (int j = 0; j < c8; j += 8) tr_8x8(dst + (size_t)j * ldd + i, ldd, src + (size_t)i * lds + j, lds);
+#endif
+    for (int j = 0; j < cols; j++) { /* what the tiles left: the last rows, then the last columns */
+        float *d = dst + (size_t)j * ldd;
+        for (int i = j < c8 ? r8 : 0; i < rows; i++) d[i] = src[(size_t)i * lds + j];
+    }
+}
+
+/* A (matrix, block of 32 rows) a task; pads past `rows` zeroed. */
 #define TR_TILE 32
 void cpu_transpose(trm_backend *be, void *outv, int ldo, const void *inv, int ldi, int batch, int rows,
                    int cols) {
@@ -32,14 +74,10 @@ void cpu_transpose(trm_backend *be, void *outv, int ldo, const void *inv, int ld
             const float *src = in + b * mat_in;
             float *dst = out + b * mat_out;
             int i0 = ti * TR_TILE, i1 = i0 + TR_TILE < rows ? i0 + TR_TILE : rows;
-            for (int j0 = 0; j0 < cols; j0 += TR_TILE) {
-                int j1 = j0 + TR_TILE < cols ? j0 + TR_TILE : cols;
-                for (int j = j0; j < j1; j++) {
-                    for (int i = i0; i < i1; i++) dst[(size_t)j * ldo + i] = src[(size_t)i * ldi + j];
-                    if (i1 == rows)
-                        for (int i = rows; i < ldo; i++) dst[(size_t)j * ldo + i] = 0.0f;
-                }
-            }
+            cpu_transpose_block(dst + i0, (size_t)ldo, src + (size_t)i0 * ldi, (size_t)ldi, i1 - i0, cols);
+            if (i1 == rows)
+                for (int j = 0; j < cols; j++)
+                    for (int i = rows; i < ldo; i++) dst[(size_t)j * ldo + i] = 0.0f;
         }
 }
 

@@ -69,28 +69,33 @@ void cpu_rmsnorm_bwd(trm_backend *be, void *dxv, const void *dyv, const void *yv
     }
 }
 
-/* A sample a thread: its (T, D) block of y stays in that core's cache while the channel rows
- * are read in turn. Each row's sum is rms_row's, so the bits are those of the rows then a
- * transpose. */
+/* A sample a thread: its channel rows are normed into the thread's (D, T) scratch, then
+ * transposed into y by cpu_transpose_block's tiles (y had been written a column at a time, D
+ * floats apart). Each row's
+ * sum and product are rms_row's, so the bits are those of the rows then a transpose. */
 void cpu_rmsnorm_t_fwd(trm_backend *be, void *yv, float *rstd, const void *xv, const void *resv, int B, int T,
                        int Tp, int D, float eps) {
     float *y = yv;
     const float *x = xv, *res = resv;
     if (T <= 0) return;
-#pragma omp parallel for schedule(guided) if ((size_t)B * D * T >= PAR_MIN)
-    for (int b = 0; b < B; b++)
-        for (int d = 0; d < D; d++) {
-            size_t r = (size_t)b * D + d, o = r * Tp;
-            const float *xr = x + o, *rr = res ? res + o : NULL;
-            float s = rms_scale(xr, rr, T, eps);
-            if (rstd) rstd[r] = s;
-            float *yc = y + (size_t)b * T * D + d;
-            for (int t = 0; t < T; t++) yc[(size_t)t * D] = (rr ? xr[t] + rr[t] : xr[t]) * s;
+#pragma omp parallel if ((size_t)B * D * T >= PAR_MIN)
+    {
+        float *z = xmalloc((size_t)D * T * sizeof(float));
+#pragma omp for schedule(guided)
+        for (int b = 0; b < B; b++) {
+            for (int d = 0; d < D; d++) {
+                size_t r = (size_t)b * D + d, o = r * Tp;
+                rms_row(z + (size_t)d * T, rstd ? rstd + r : NULL, x + o, res ? res + o : NULL, T, eps);
+            }
+            cpu_transpose_block(y + (size_t)b * T * D, (size_t)D, z, (size_t)T, D, T);
         }
+        free(z);
+    }
 }
 
-/* The columns of dy and y are gathered into rows first, so that the sums are rms_bwd_row's on
- * contiguous values: the bits of a transpose then rmsnorm_bwd. */
+/* A sample a thread: its (T, D) blocks of dy and y transposed into channel rows first (tiles, as
+ * the forward), so that the sums are rms_bwd_row's on contiguous values: the bits of a
+ * transpose then rmsnorm_bwd. */
 void cpu_rmsnorm_t_bwd(trm_backend *be, void *dxv, const void *dyv, const void *yv, const float *rstd, int B,
                        int T, int Tp, int D) {
     float *dx = dxv;
@@ -98,15 +103,17 @@ void cpu_rmsnorm_t_bwd(trm_backend *be, void *dxv, const void *dyv, const void *
     if (T <= 0) return;
 #pragma omp parallel if ((size_t)B * D * T >= PAR_MIN)
     {
-        float *col = xmalloc(2 * (size_t)T * sizeof(float));
+        float *cols = xmalloc(2 * (size_t)D * T * sizeof(float)), *ycols = cols + (size_t)D * T;
 #pragma omp for schedule(guided)
         for (int b = 0; b < B; b++) {
+            size_t c = (size_t)b * T * D;
+            cpu_transpose_block(cols, (size_t)T, dy + c, (size_t)D, T, D);
+            cpu_transpose_block(ycols, (size_t)T, y + c, (size_t)D, T, D);
             for (int d = 0; d < D; d++) {
-                size_t r = (size_t)b * D + d, c = (size_t)b * T * D + d;
-                for (int t = 0; t < T; t++) col[t] = dy[c + (size_t)t * D], col[T + t] = y[c + (size_t)t * D];
-                rms_bwd_row(dx + r * Tp, col, col + T, rstd[r], T, Tp);
+                size_t r = (size_t)b * D + d;
+                rms_bwd_row(dx + r * Tp, cols + (size_t)d * T, ycols + (size_t)d * T, rstd[r], T, Tp);
             }
         }
-        free(col);
+        free(cols);
     }
 }
