@@ -310,18 +310,20 @@ START_TEST(test_gemm_threads_bitwise) {
 }
 END_TEST
 
-/* The weight gradients' slices with B read in place (gemm_cpu.c's run_slice_brows: AVX-512, B's
- * rows ≤ 128 floats and whole vectors apart; every case below qualifies where trm_gemm_cpu_lanes
- * is 16) give the bits of B packed (TRM_CPU_SLICES=packed): whole panels only (N 128), a partial
- * last panel of 16 columns (N 112 and 80, the second with ldb = N), of 4 and 27 (N 100 and 123),
- * and only a partial one (N 20, ldb 32); M with partial panels of A, a ragged last slice, alpha
- * and beta, at 1 and 3 threads; and the product itself against a double one. */
+/* The weight gradients' slices with A and B read in place (gemm_cpu.c's run_slice_brows:
+ * AVX-512, B's rows ≤ 128 floats and whole vectors apart; every case below qualifies where
+ * trm_gemm_cpu_lanes is 16) give the bits of both packed (TRM_CPU_SLICES=packed): whole panels
+ * of B only (N 128), a partial last panel of 16 columns (N 112 and 80, the second with ldb = N),
+ * of 4 and 27 (N 100 and 123), and only a partial one (N 20, ldb 32); whole panels of A (M 384),
+ * a partial last one read overlapping the one before (M 1030, 13, 100, 25), and fewer than 12
+ * rows, packed (M 7, with N 50); a ragged last slice, alpha and beta, at 1 and 3 threads; and
+ * the product itself against a double one. */
 START_TEST(test_gemm_slices_brows) {
     if (!trm_gemm_cpu_available()) return;
     tr_rng r = {31};
-    static const int Ms[] = {1030, 13, 384, 100, 25, 13}, Ns[] = {128, 112, 80, 100, 123, 20},
-                     lds[] = {128, 128, 80, 128, 128, 32};
-    for (int c = 0; c < 6; c++)
+    static const int Ms[] = {1030, 13, 384, 100, 25, 13, 7}, Ns[] = {128, 112, 80, 100, 123, 20, 50},
+                     lds[] = {128, 128, 80, 128, 128, 32, 64};
+    for (int c = 0; c < 7; c++)
         for (int t = 1; t <= 3; t += 2) {
             int M = Ms[c], N = Ns[c], ldb = lds[c], K = 1300, ldc = N + 3;
             float alpha = c == 1 ? 0.5f : 1.0f, beta = c == 1 ? 0.75f : 0.0f;

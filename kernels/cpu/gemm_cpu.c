@@ -221,6 +221,21 @@ __attribute__((target("avx512f,fma"))) static void kernel_avx512_cols(int kc, co
     store_12x32(c, C, ldc, r0, 12, nr, alpha, beta, first);
 }
 
+/* Both operands where they lie: op(A) = Aᵀ as kernel_avx512_cols reads it (A's row PF_COLS ahead
+ * fetched early), B's rows ldb apart as kernel_avx512_brows reads them; rows r0 .. 12 stored.
+ * The same sums in the same order as the packed kernel: the same bits. */
+__attribute__((target("avx512f,fma"))) static void kernel_avx512_cols_brows(int kc, const float *A, size_t lda,
+                                                                              const float *B, size_t ldb, float *C,
+                                                                              int ldc, int r0, float alpha, float beta,
+                                                                              int first) {
+    const float *Bp = B;
+    __m512 c[12][2];
+    for (int i = 0; i < 12; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
+    FMA_K_LOOP_B(__m512, 12, 32, ldb, _mm512_loadu_ps, BCAST_512, _mm512_fmadd_ps, A + (size_t)k * lda + i,
+                 PF_ROW(k))
+    store_12x32(c, C, ldc, r0, 12, 32, alpha, beta, first);
+}
+
 __attribute__((target("avx2,fma"))) static void kernel_avx2_rows(int kc, const float *A, size_t lda, const float *Bp,
                                                                    float *C, int ldc, int r0, int nr, float alpha,
                                                                    float beta, int first) {
@@ -660,26 +675,37 @@ static void pack_b_slice(const plan *pl, int klen) {
     }
 }
 
-/* A slice's block with AVX-512 (j: the block as a product of its own, C its partial): op(A)
- * packed a block of K at a time, B's whole panels read in place by kernel_avx512_brows, and a
- * last partial panel (N not a multiple of 32) packed into bp (KC × 32 floats) with zeros past
- * N. run_block's loops in run_block's order: the same bits as packing all of op(B). */
+/* A slice's block with AVX-512 (j: the block as a product of its own, C its partial), both
+ * operands read where they lie: op(A) = Aᵀ's 12-column panels (kernel_avx512_cols_brows), B's
+ * whole 32-column panels; a last partial panel of B (N not a multiple of 32) is packed into bp
+ * (KC × 32 floats) with zeros past N, and read by kernel_avx512_cols. A last partial panel of
+ * op(A) is a whole one ending at the block's last row, its first rows (the previous panel's)
+ * computed again and not stored; under 12 rows in all, it is packed into ap. Packing op(A) had
+ * taken 15% of gate/up's 1024 × 128 gradient (this EPYC, one thread). run_block's loops in
+ * run_block's order: the same bits as packing both operands. */
 static void run_slice_brows(const gemm_job *j, const arch *a, float *ap, float *bp) {
-    int whole = j->N / 32 * 32, rest = j->N - whole;
+    int whole = j->N / 32 * 32, rest = j->N - whole, mw = j->M / 12 * 12;
+    size_t lda = (size_t)j->lda, ldb = (size_t)j->ldb;
     for (int k0 = 0; k0 < j->K; k0 += KC) {
         int kc = j->K - k0 < KC ? j->K - k0 : KC, first = k0 == 0;
-        const float *bk = j->B + (size_t)k0 * j->ldb;
-        pack_a(ap, j, 0, j->M, k0, kc, 12);
+        const float *bk = j->B + (size_t)k0 * ldb, *ak = j->A + (size_t)k0 * lda;
+        if (j->M < 12) pack_a(ap, j, 0, j->M, k0, kc, 12);
         if (rest)
             for (int k = 0; k < kc; k++)
-                copy_32_avx512(bp + (size_t)k * 32, bk + (size_t)k * j->ldb + whole, lanes(rest), lanes(rest - 16));
-        for (int p = 0; p < j->M; p += 12) { /* op(A)'s panel in L1 against every panel of B */
-            int mr = j->M - p < 12 ? j->M - p : 12;
-            float *cp = j->C + (size_t)p * j->ldc;
+                copy_32_avx512(bp + (size_t)k * 32, bk + (size_t)k * ldb + whole, lanes(rest), lanes(rest - 16));
+        for (int p = 0; p < j->M; p += 12) { /* op(A)'s panel against every panel of B */
+            if (j->M < 12) {
+                for (int q = 0; q < whole; q += 32)
+                    kernel_avx512_brows(kc, ap, bk + q, ldb, j->C + q, j->ldc, j->M, j->alpha, j->beta, first);
+                if (rest) a->fn(kc, ap, bp, j->C + whole, j->ldc, j->M, rest, j->alpha, j->beta, first);
+                continue;
+            }
+            int c0 = p < mw ? p : j->M - 12, r0 = p - c0; /* the panel's first column of A, rows skipped */
+            float *cp = j->C + (size_t)c0 * j->ldc;
             for (int q = 0; q < whole; q += 32)
-                kernel_avx512_brows(kc, ap + (size_t)p * kc, bk + q, (size_t)j->ldb, cp + q, j->ldc, mr, j->alpha,
-                                    j->beta, first);
-            if (rest) a->fn(kc, ap + (size_t)p * kc, bp, cp + whole, j->ldc, mr, rest, j->alpha, j->beta, first);
+                kernel_avx512_cols_brows(kc, ak + c0, lda, bk + q, ldb, cp + q, j->ldc, r0, j->alpha, j->beta,
+                                         first);
+            if (rest) kernel_avx512_cols(kc, ak + c0, lda, bp, cp + whole, j->ldc, r0, rest, j->alpha, j->beta, first);
         }
     }
 }
