@@ -316,25 +316,26 @@ END_TEST
  * of B only (N 128), a partial last panel of 16 columns (N 112 and 80, the second with ldb = N),
  * of 4 and 27 (N 100 and 123), and only a partial one (N 20, ldb 32); whole panels of A (M 384),
  * a partial last one read overlapping the one before (M 1030, 13, 100, 25), and fewer than 12
- * rows, packed (M 7, with N 50); a ragged last slice, alpha and beta, at 1 and 3 threads; and
- * the product itself against a double one. */
+ * rows, packed (M 7, with N 50); whole panels of A only with A's rows longer than M (M 12 and
+ * 24, lda M + 5) and a last slice shorter than a block of K (K 600); a ragged last slice, alpha
+ * and beta, at 1 and 3 threads; and the product itself against a double one. */
 START_TEST(test_gemm_slices_brows) {
     if (!trm_gemm_cpu_available()) return;
     tr_rng r = {31};
-    static const int Ms[] = {1030, 13, 384, 100, 25, 13, 7}, Ns[] = {128, 112, 80, 100, 123, 20, 50},
-                     lds[] = {128, 128, 80, 128, 128, 32, 64};
-    for (int c = 0; c < 7; c++)
+    static const int Ms[] = {1030, 13, 384, 100, 25, 13, 7, 12, 24}, Ns[] = {128, 112, 80, 100, 123, 20, 50, 64, 96},
+                     lds[] = {128, 128, 80, 128, 128, 32, 64, 64, 96}, pads[] = {0, 0, 0, 0, 0, 0, 0, 5, 5};
+    for (int c = 0; c < 9; c++)
         for (int t = 1; t <= 3; t += 2) {
-            int M = Ms[c], N = Ns[c], ldb = lds[c], K = 1300, ldc = N + 3;
+            int M = Ms[c], N = Ns[c], ldb = lds[c], K = pads[c] ? 600 : 1300, lda = M + pads[c], ldc = N + 3;
             float alpha = c == 1 ? 0.5f : 1.0f, beta = c == 1 ? 0.75f : 0.0f;
-            float *A = frand(&r, (size_t)K * M, -1, 1), *B = frand(&r, (size_t)K * ldb, -1, 1);
+            float *A = frand(&r, (size_t)K * lda, -1, 1), *B = frand(&r, (size_t)K * ldb, -1, 1);
             float *C0 = frand(&r, (size_t)M * ldc, -1, 1), *C1 = malloc((size_t)M * ldc * sizeof(float));
             float *C2 = malloc((size_t)M * ldc * sizeof(float));
             memcpy(C1, C0, (size_t)M * ldc * sizeof(float));
             memcpy(C2, C0, (size_t)M * ldc * sizeof(float));
-            trm_gemm_cpu(1, 0, M, N, K, alpha, A, M, B, ldb, beta, C1, ldc, t, 0);
+            trm_gemm_cpu(1, 0, M, N, K, alpha, A, lda, B, ldb, beta, C1, ldc, t, 0);
             setenv("TRM_CPU_SLICES", "packed", 1);
-            trm_gemm_cpu(1, 0, M, N, K, alpha, A, M, B, ldb, beta, C2, ldc, t, 0);
+            trm_gemm_cpu(1, 0, M, N, K, alpha, A, lda, B, ldb, beta, C2, ldc, t, 0);
             unsetenv("TRM_CPU_SLICES");
             ck_assert_msg(memcmp(C1, C2, (size_t)M * ldc * sizeof(float)) == 0, "B in place: %dx%d, %d threads", M,
                           N, t);
@@ -342,7 +343,7 @@ START_TEST(test_gemm_slices_brows) {
                 int i = (s * 7919) % M, n = (s * 104729) % N;
                 double want = beta * C0[(size_t)i * ldc + n], mag = fabs(want);
                 for (int k = 0; k < K; k++) {
-                    double p = (double)A[(size_t)k * M + i] * B[(size_t)k * ldb + n];
+                    double p = (double)A[(size_t)k * lda + i] * B[(size_t)k * ldb + n];
                     want += alpha * p, mag += fabs(p);
                 }
                 ck_assert_msg(fabs(C1[(size_t)i * ldc + n] - want) <= 1e-5 * mag, "C[%d][%d] %g, want %g", i, n,

@@ -2,16 +2,17 @@
  * (6×16) register-blocked micro-kernel chosen at run time, op(B) packed into panels, op(A) read
  * where it lies in fp32 (A's rows; with AVX-512 also A's columns when transposed), else packed,
  * and OpenMP over blocks of the output. The weight gradients (Aᵀ·B with a long K) run in fixed
- * slices of K, both operands packed (gemm_tn_slices). TRM's products are medium-sized
- * (thousands of rows, K of 85..5440) and OpenBLAS threads them poorly (it scaled from 8 to 16
- * threads by 1.25x on the device host and slows down on two threads for the mlp_t shapes); here
- * every thread owns whole output blocks, packs what it alone needs and never waits for another,
- * and each element is summed in the same order whatever the thread count, so results do not
- * depend on OMP_NUM_THREADS. With bf16 (forward_dtype=bfloat16 on a CPU with AVX512-BF16) both
- * operands are rounded to bf16 as they are packed and summed in fp32, as the cuda backend's
- * tensor cores do. trm_gemm_cpu_rows runs A·op(B) by blocks of whole rows and hands each block
- * on, still in cache, to a callback (swiglu.c's fused passes: gate/up + SwiGLU, the down
- * projection's input gradient + the SwiGLU backward). */
+ * slices of K (gemm_tn_slices), both operands read in place where B is narrow, else packed.
+ * TRM's products are medium-sized (thousands of rows, K of 85..5440) and OpenBLAS threads them
+ * poorly (it scaled from 8 to 16 threads by 1.25x on the device host and slows down on two
+ * threads for the mlp_t shapes); here every thread owns whole output blocks, packs what it
+ * alone needs and never waits for another, and each element is summed in the same order
+ * whatever the thread count, so results do not depend on OMP_NUM_THREADS. With bf16
+ * (forward_dtype=bfloat16 on a CPU with AVX512-BF16) both operands are rounded to bf16 as they
+ * are packed and summed in fp32, as the cuda backend's tensor cores do. trm_gemm_cpu_rows runs
+ * A·op(B) by blocks of whole rows and hands each block on, still in cache, to a callback
+ * (swiglu.c's fused passes: gate/up + SwiGLU, the down projection's input gradient + the SwiGLU
+ * backward). */
 #include "gemm_cpu.h"
 
 #include <stdint.h>
@@ -586,8 +587,9 @@ static void choose_blocks(int M, int N, int mcap, long want, const arch *a, int 
 }
 
 /* Rows of a block of C for `threads` threads taking equal tasks (nb column blocks a row block)
- * in turn: the multiple of mr, at most cap and at least 2·mr, that gives the busiest thread the
- * fewest rows, a smaller block taken only where it saves 1% of them. 96-row blocks split 5440
+ * in turn: the multiple of mr, at most cap and at least 2·mr (cap itself where it is smaller),
+ * that gives the busiest thread the fewest rows (each task counted whole, the partial last one
+ * too), a smaller block taken only where it saves 1% of them. 96-row blocks split 5440
  * rows into 57 tasks, 15 of which fell to one of 4 threads where 14.2 would be its share (8192
  * rows: 86 tasks, 6 rounds on 16 threads where 5.4 would do); 72-row blocks give 76 tasks, 19
  * rounds on 4 threads. The kernels' loops run each 12-row panel of op(A) against every panel of
@@ -608,8 +610,8 @@ static int balanced_rows(int M, int nb, int threads, int mr, int cap) {
  * C (M×N, a weight's size) sums K = batch·tokens rows of A and B. Blocks of C that each run
  * down all of K (the general path) were the device host's slowest products: 4 threads reached
  * ~300 GFLOP/s where the others reach 420–480. Here a task is one slice of KS rows for one block
- * of C: it packs its rows of op(A), and of op(B) unless run_slice_brows reads a narrow B where it
- * lies (each read once, along memory), and writes the slice's partial block; the partials are
+ * of C: it packs its rows of op(A) and of op(B) (each read once, along memory), or, where B is
+ * narrow, run_slice_brows reads both where they lie; it writes the slice's partial block; the partials are
  * then summed in slice order. On the device host's Xeon (bench_gemm, medians of 5 alternating
  * rounds) the four weight gradients of tiny_mlp took 11.2 ms against 15.1 on 4 threads and 4.2
  * against 5.9 on 16. Slices of 256 or 1024 rows, blocks of 384 or 1024 rows and pack_at_12
@@ -712,8 +714,8 @@ static void run_slice_brows(const gemm_job *j, const arch *a, float *ap, float *
 
 /* Returns 0, having done nothing, where the product is not an Aᵀ·B in fp32 with K past one
  * slice, where its partials would pass SPLIT_CAP, or with TRM_CPU_SLICES=0 (the general path,
- * for A/B timings and for the tests of that path on long K). TRM_CPU_SLICES=packed packs B
- * where run_slice_brows would read it in place (the tests compare the two). */
+ * for A/B timings and for the tests of that path on long K). TRM_CPU_SLICES=packed packs A and
+ * B where run_slice_brows would read them in place (the tests compare the two). */
 static int gemm_tn_slices(const gemm_job *j, const arch *a, int threads) {
     int M = j->M, N = j->N, K = j->K, S = (K + KS - 1) / KS;
     size_t mn = (size_t)M * N;

@@ -71,8 +71,8 @@ void cpu_rmsnorm_bwd(trm_backend *be, void *dxv, const void *dyv, const void *yv
 
 /* A sample a thread: its channel rows are normed into the thread's (D, T) scratch, then
  * transposed into y by cpu_transpose_block's tiles (y had been written a column at a time, D
- * floats apart). Each row's
- * sum and product are rms_row's, so the bits are those of the rows then a transpose. */
+ * floats apart). Each row's sum and product are rms_row's, so the bits are those of the rows
+ * then a transpose. */
 void cpu_rmsnorm_t_fwd(trm_backend *be, void *yv, float *rstd, const void *xv, const void *resv, int B, int T,
                        int Tp, int D, float eps) {
     float *y = yv;
