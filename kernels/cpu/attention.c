@@ -56,7 +56,7 @@ static void head_mm(const att_dims *d, int M, int N, int K, float alpha, const f
 static void head_cols(float *xt, const float *X, size_t ld, int T, int Tp, int hd) {
     for (int c = 0; c < hd; c++)
         for (int j = T; j < Tp; j++) xt[(size_t)c * Tp + j] = 0.0f;
-    trm_cols_of(xt, Tp, X, ld, T, hd);
+    cpu_transpose_block(xt, (size_t)Tp, X, ld, T, hd);
 }
 
 /* exp(S − m_i) over nb rows of Tp, m_i given a row: the shift first, then one exp over the

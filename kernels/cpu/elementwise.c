@@ -45,8 +45,9 @@ static inline void tr_8x8(float *dst, size_t ldd, const float *src, size_t lds) 
 
 /* dst (cols × rows, rows ldd apart) = srcᵀ (src: rows × cols, rows lds apart): 8 × 8 tiles in
  * registers, the edges element by element. Moved as they were, so the same bits as any
- * transpose. The element-by-element loop it replaced, strided on one side, ran at a third of
- * memory's rate (this EPYC, mlp_t's 64 × 85 × 128 activations). */
+ * transpose. Element by element, strided on one side, the transposes had run at a third of
+ * memory's rate (this EPYC, mlp_t's 64 × 85 × 128 activations), and attention's K and V laid
+ * out as columns had taken a third of its backward's time outside the products. */
 void cpu_transpose_block(float *dst, size_t ldd, const float *src, size_t lds, int rows, int cols) {
     int r8 = 0, c8 = 0;
 #ifdef __AVX2__

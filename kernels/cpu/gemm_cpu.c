@@ -691,17 +691,17 @@ static void run_slice_brows(const gemm_job *j, const arch *a, float *ap, float *
     for (int k0 = 0; k0 < j->K; k0 += KC) {
         int kc = j->K - k0 < KC ? j->K - k0 : KC, first = k0 == 0;
         const float *bk = j->B + (size_t)k0 * ldb, *ak = j->A + (size_t)k0 * lda;
-        if (j->M < 12) pack_a(ap, j, 0, j->M, k0, kc, 12);
         if (rest)
             for (int k = 0; k < kc; k++)
                 copy_32_avx512(bp + (size_t)k * 32, bk + (size_t)k * ldb + whole, lanes(rest), lanes(rest - 16));
+        if (j->M < 12) { /* one short panel of op(A), packed */
+            pack_a(ap, j, 0, j->M, k0, kc, 12);
+            for (int q = 0; q < whole; q += 32)
+                kernel_avx512_brows(kc, ap, bk + q, ldb, j->C + q, j->ldc, j->M, j->alpha, j->beta, first);
+            if (rest) a->fn(kc, ap, bp, j->C + whole, j->ldc, j->M, rest, j->alpha, j->beta, first);
+            continue;
+        }
         for (int p = 0; p < j->M; p += 12) { /* op(A)'s panel against every panel of B */
-            if (j->M < 12) {
-                for (int q = 0; q < whole; q += 32)
-                    kernel_avx512_brows(kc, ap, bk + q, ldb, j->C + q, j->ldc, j->M, j->alpha, j->beta, first);
-                if (rest) a->fn(kc, ap, bp, j->C + whole, j->ldc, j->M, rest, j->alpha, j->beta, first);
-                continue;
-            }
             int c0 = p < mw ? p : j->M - 12, r0 = p - c0; /* the panel's first column of A, rows skipped */
             float *cp = j->C + (size_t)c0 * j->ldc;
             for (int q = 0; q < whole; q += 32)

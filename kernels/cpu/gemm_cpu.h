@@ -50,7 +50,5 @@ int trm_gemm_cpu_rows(int tb, int M, int N, int K, const float *A, int lda, cons
  * 8 or N is not a multiple of 16. One thread. */
 int trm_gemm_small(int lanes, int M, int N, int K, float alpha, const float *A, size_t sam, size_t sak,
                    const float *B, size_t ldb, float beta, float *C, size_t ldc);
-/* xt[c·ldt + j] = X[j·ld + c] for j < rows, c < cols: a head's rows as gemm_small's B. */
-void trm_cols_of(float *xt, size_t ldt, const float *X, size_t ld, int rows, int cols);
 
 #endif

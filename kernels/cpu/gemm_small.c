@@ -111,50 +111,7 @@ int trm_gemm_small(int lanes, int M, int N, int K, float alpha, const float *A, 
     return 1;
 }
 
-/* X's first rows / 8 · 8 rows (cols a multiple of 8) as columns of xt, by 8 × 8 transposes in
- * registers (element by element, the layout took a third of the attention backward's time
- * outside its products); returns the rows done. */
-__attribute__((target("avx2"))) static int cols_8x8(float *xt, size_t ldt, const float *X, size_t ld, int rows,
-                                                    int cols) {
-    int r8 = rows / 8 * 8;
-    for (int j0 = 0; j0 < r8; j0 += 8)
-        for (int c0 = 0; c0 < cols; c0 += 8) {
-            const float *x = X + (size_t)j0 * ld + c0;
-            __m256 r[8], t[8];
-            for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(x + (size_t)i * ld);
-            for (int i = 0; i < 8; i += 2) {
-                t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-                t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-            }
-            for (int i = 0; i < 8; i += 4) {
-                r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-                r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-                r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-                r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-            }
-            float *o = xt + (size_t)c0 * ldt + j0;
-            for (int i = 0; i < 4; i++) {
-                _mm256_storeu_ps(o + (size_t)i * ldt, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
-                _mm256_storeu_ps(o + (size_t)(i + 4) * ldt, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
-            }
-        }
-    return r8;
-}
-
-void trm_cols_of(float *xt, size_t ldt, const float *X, size_t ld, int rows, int cols) {
-    int done = 0;
-    __builtin_cpu_init();
-    if (cols % 8 == 0 && __builtin_cpu_supports("avx2")) done = cols_8x8(xt, ldt, X, ld, rows, cols);
-    for (int j = done; j < rows; j++)
-        for (int c = 0; c < cols; c++) xt[(size_t)c * ldt + j] = X[(size_t)j * ld + c];
-}
-
 #else
-
-void trm_cols_of(float *xt, size_t ldt, const float *X, size_t ld, int rows, int cols) {
-    for (int j = 0; j < rows; j++)
-        for (int c = 0; c < cols; c++) xt[(size_t)c * ldt + j] = X[(size_t)j * ld + c];
-}
 
 int trm_gemm_small(int lanes, int M, int N, int K, float alpha, const float *A, size_t sam, size_t sak,
                    const float *B, size_t ldb, float beta, float *C, size_t ldc) {
