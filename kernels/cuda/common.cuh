@@ -180,8 +180,9 @@ int k_flash_ok(const void *a, const void *b, int hd);
 int k_flash_wgmma(void); /* 1: the device and this build run the sm_90a (wgmma) attention kernels */
 void k_flash_fwd(cudaStream_t st, int wgmma, void *out, float *lse, const void *qkv, int B, int T, int H);
 /* the Hopper forward with RoPE applied to q and k as they arrive (backend.h: attention_fwd_rope);
- * with keep, the rotated q and k written back over qkv's, which needs one block a head (T ≤ 128).
- * 0, nothing done, where it does not run (mma.sync, or keep with a longer T). */
+ * with keep, the rotated q and k written back over qkv's. Only where one block holds a head's
+ * rows (T ≤ 128): else each of a head's blocks would rotate all its keys again. 0, nothing done,
+ * where it does not run (mma.sync, or a longer T). */
 int k_flash_fwd_rope(cudaStream_t st, int wgmma, void *out, float *lse, void *qkv, int B, int T, int H,
                      const float *cs, const float *sn, int keep);
 /* one_pass (wgmma only; else the deterministic two passes): dqacc is a zeroed buffer of
