@@ -34,39 +34,40 @@ __device__ __forceinline__ void fa_store_rope(bf16 *dst, size_t ld, int row0, in
 
 #if defined(TRM_WGMMA)
 /* RoPE on the forward's operands as they arrive (ROPE = 1; 2 also writes the rotated q and k
- * back over qkv's, for the backward, where one block holds a head's every row). A row's pair
- * (c, c + 32) for 8 c at once: two 16-byte chunks of the row in shared memory, rotated as
- * rope_fwd rotates them (the same fp32 steps, one rounding to bf16), written back in place and,
- * with g, to the row in memory. */
-__device__ __forceinline__ void fw_rope8(bf16 *lo, bf16 *hi, int p, int c0, const float *cs, const float *sn,
-                                         bf16 *g) {
-    float a[8], b[8], c[8], ch[8], s[8], sh[8];
+ * back over qkv's, for the backward). A row's pair (c, c + 32) for 8 c at once: two 16-byte
+ * chunks of the row in shared memory, rotated as rope_fwd rotates them (the same fp32 steps, one
+ * rounding to bf16) with the tables' values c, ch (of c + 32), s, sh, written back in place and,
+ * with g (the row in memory), there too. */
+__device__ __forceinline__ void fw_rope8(bf16 *lo, bf16 *hi, int c0, const float (&c)[8], const float (&ch)[8],
+                                         const float (&s)[8], const float (&sh)[8], bf16 *g) {
+    float a[8], b[8];
     ld16(a, lo), ld16(b, hi);
-    const float *cp = cs + (size_t)p * FA_D + c0, *sp = sn + (size_t)p * FA_D + c0;
-    ld_f8(c, cp), ld_f8(ch, cp + 32), ld_f8(s, sp), ld_f8(sh, sp + 32);
 #pragma unroll
     for (int e = 0; e < 8; e++) rope_pair(a[e], b[e], c[e], ch[e], s[e], sh[e], 0);
     st16(lo, a), st16(hi, b);
     if (g) st16(g + c0, a), st16(g + c0 + 32, b);
 }
-/* the block's query rows (padded tile) and K tile it (swizzled, stage it % FW_NS), rotated; the
- * K tile then fenced for the tensor cores and the block synchronised. Rows past T stay zero. */
+/* The fused forward runs where one block holds a head's rows (T ≤ 64·WG: the query tile from row
+ * 0, at most two key tiles, both fetched before the first): at the first tile, once every copy
+ * has landed, each position's table row is read once and turns its q row (padded tile) and its k
+ * row (swizzled, in the stage of its tile); the k tiles then fenced for the tensor cores and the
+ * block synchronised. (Rotating each key tile as it came read every table row twice, from L2:
+ * twice the bytes of q, k and v.) Rows past T stay zero; later tiles need nothing. */
 template <int WG, int ROPE>
-__device__ __forceinline__ void fw_rope_stage(bf16 *sQ, bf16 *sKV, bf16 *Q, bf16 *K, size_t ld, int q0, int it,
-                                              int T, const float *cs, const float *sn) {
-    if (it == 0)
-        for (int i = threadIdx.x; i < 64 * WG * 4; i += 128 * WG) {
-            int r = i >> 2, j = i & 3, p = q0 + r;
-            bf16 *row = sQ + r * FA_LD;
-            if (p < T) fw_rope8(row + 8 * j, row + 8 * j + 32, p, 8 * j, cs, sn, ROPE == 2 ? Q + p * ld : nullptr);
-        }
-    bf16 *tile = sKV + (it % FW_NS) * 2 * FW_TILE;
-    for (int i = threadIdx.x; i < FA_T * 4; i += 128 * WG) {
-        int r = i >> 2, j = i & 3, p = it * FA_T + r;
-        bf16 *row = tile + r * FA_D;
-        if (p < T)
-            fw_rope8(row + ((j ^ (r & 7)) << 3), row + (((j + 4) ^ (r & 7)) << 3), p, 8 * j, cs, sn,
-                     ROPE == 2 ? K + p * ld : nullptr);
+__device__ __forceinline__ void fw_rope_stage(bf16 *sQ, bf16 *sKV, bf16 *Q, bf16 *K, size_t ld, int it, int T,
+                                              const float *cs, const float *sn) {
+    if (it) return;
+    cp_async_wait<0>();
+    __syncthreads();
+    for (int i = threadIdx.x; i < T * 4; i += 128 * WG) {
+        int p = i >> 2, j = i & 3, r = p & (FA_T - 1);
+        float c[8], ch[8], s[8], sh[8];
+        const float *cp = cs + (size_t)p * FA_D + 8 * j, *sp = sn + (size_t)p * FA_D + 8 * j;
+        ld_f8(c, cp), ld_f8(ch, cp + 32), ld_f8(s, sp), ld_f8(sh, sp + 32);
+        bf16 *q = sQ + p * FA_LD, *k = sKV + (p / FA_T % FW_NS) * 2 * FW_TILE + r * FA_D;
+        fw_rope8(q + 8 * j, q + 8 * j + 32, 8 * j, c, ch, s, sh, ROPE == 2 ? Q + p * ld : nullptr);
+        fw_rope8(k + ((j ^ (r & 7)) << 3), k + (((j + 4) ^ (r & 7)) << 3), 8 * j, c, ch, s, sh,
+                 ROPE == 2 ? K + p * ld : nullptr);
     }
     fence_async_smem();
     __syncthreads();
