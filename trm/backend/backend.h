@@ -175,8 +175,8 @@ struct trm_backend {
                                const void *out, const float *lse, const float *cos,
                                const float *sin, int B, int T, int H, int hd);
     /* Optional: rope_fwd then attention_fwd in one pass where the backend can (cuda's Hopper flash
-     * forward rotates q and k as they reach shared memory; cpu's tasks each rotate their head's
-     * while it is in cache). With keep, qkv's q and k are left
+     * forward, where one block holds a head's rows, rotates q and k in shared memory; cpu's tasks
+     * each rotate their head's while it is in cache). With keep, qkv's q and k are left
      * rotated, as rope_fwd leaves them, for the backward; without, they may be left either way
      * (the caller reads them no more). Returns 0, having done nothing, where it does not take the
      * call; the caller then runs the two ops. */
