@@ -42,7 +42,8 @@ void trm_state_copy(trm_model *m, void *y, const void *x);
 
 /* A state's new value: the saved activations hold it until the end of the final cycle (no copy);
  * a no-grad output lives in the scratch, which the next call reuses, so it is copied into the
- * carry now. cur[k] is where state k's current value is. */
+ * carry now, unless the next call alone reads it (it forms its input x0 from its parts before
+ * its blocks reuse the scratch): saved = 1 then too. cur[k] is where state k's current value is. */
 void trm_state_set(trm_model *m, void *const *z, const void **cur, int k, const void *out, int saved);
 /* The final cycle's values into the carry (where they are not there already). */
 void trm_state_flush(trm_model *m, void *const *z, const void **cur);

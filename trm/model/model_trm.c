@@ -35,8 +35,9 @@ static void trm_forward(trm_model *m, const void *w, void *const *z, int grad) {
     for (int h = 0; h < m->cfg.H_cycles; h++) {
         int save = grad && h == m->cfg.H_cycles - 1;
         trm_state_add(m, hx, cur[ZH], m->x_emb);
-        for (int l = 0; l < L; l++)
-            trm_state_set(m, z, cur, ZL, trm_net_fwd(m, w, TRM_LEVEL_L, &cur[ZL], 1, hx, trm_saved_call(m, save, l)), save);
+        for (int l = 0; l < L; l++) /* z_L before the last read by the next call alone: no copy */
+            trm_state_set(m, z, cur, ZL, trm_net_fwd(m, w, TRM_LEVEL_L, &cur[ZL], 1, hx, trm_saved_call(m, save, l)),
+                          save || l < L - 1);
         trm_state_set(m, z, cur, ZH, trm_net_fwd(m, w, TRM_LEVEL_L, &cur[ZH], 1, cur[ZL], trm_saved_call(m, save, L)), save);
     }
     trm_state_flush(m, z, cur);
@@ -52,8 +53,8 @@ static void singlez_forward(trm_model *m, const void *w, void *const *z, int gra
     int L = m->cfg.L_cycles;
     for (int h = 0; h < m->cfg.H_cycles; h++) {
         int save = grad && h == m->cfg.H_cycles - 1;
-        for (int l = 0; l < L; l++)
-            trm_state_set(m, z, cur, 0, trm_net_fwd(m, w, TRM_LEVEL_L, cur, 1, m->x_emb, trm_saved_call(m, save, l)), save);
+        for (int l = 0; l < L; l++) /* each read by the next call alone: no copy */
+            trm_state_set(m, z, cur, 0, trm_net_fwd(m, w, TRM_LEVEL_L, cur, 1, m->x_emb, trm_saved_call(m, save, l)), 1);
         trm_state_set(m, z, cur, 0, trm_net_fwd(m, w, TRM_LEVEL_L, cur, 1, NULL, trm_saved_call(m, save, L)), save);
     }
     trm_state_flush(m, z, cur);
