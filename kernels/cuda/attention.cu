@@ -397,12 +397,12 @@ __global__ void __launch_bounds__(128 * WG) flash_fwd_wg_kernel(bf16 *out, float
     if (qw >= T) {
         for (int it = 0; it < n; it++) {
             kv_next<FA_T>(sKV, K, V, ld, it, n, T);
-            if (ROPE) fw_rope_stage<WG, ROPE>(sQ, sKV, Q, K, ld, it, T, cs, sn);
+            if (ROPE && it == 0) fw_rope_stage<WG, ROPE>(sQ, sKV, Q, K, ld, T, cs, sn);
         }
         return;
     }
     kv_next<FA_T>(sKV, K, V, ld, 0, n, T);
-    if (ROPE) fw_rope_stage<WG, ROPE>(sQ, sKV, Q, K, ld, 0, T, cs, sn);
+    if (ROPE) fw_rope_stage<WG, ROPE>(sQ, sKV, Q, K, ld, T, cs, sn); /* every key tile: none after */
     fa_afrag(qa, sQ, wg * 64 + w * 16);
     uint64_t dk[4], dv[4];
     fw_descs(dk, sKV, 0);
@@ -417,7 +417,6 @@ __global__ void __launch_bounds__(128 * WG) flash_fwd_wg_kernel(bf16 *out, float
     c_to_a(s, p);
     for (int it = 1; it < n; it++) {
         kv_next<FA_T>(sKV, K, V, ld, it, n, T);
-        if (ROPE) fw_rope_stage<WG, ROPE>(sQ, sKV, Q, K, ld, it, T, cs, sn);
         fw_descs(dk, sKV + (it % FW_NS) * 2 * FW_TILE, 0);
         fw_descs(dv, sKV + ((it - 1) % FW_NS) * 2 * FW_TILE + FW_TILE, 1);
         wg_fence_f(o);

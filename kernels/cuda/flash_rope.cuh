@@ -52,11 +52,11 @@ __device__ __forceinline__ void fw_rope8(bf16 *lo, bf16 *hi, int c0, const float
  * has landed, each position's table row is read once and turns its q row (padded tile) and its k
  * row (swizzled, in the stage of its tile); the k tiles then fenced for the tensor cores and the
  * block synchronised. (Rotating each key tile as it came read every table row twice, from L2:
- * twice the bytes of q, k and v.) Rows past T stay zero; later tiles need nothing. */
+ * twice the bytes of q, k and v.) Rows past T stay zero. Called once, after the first tile's
+ * wait. */
 template <int WG, int ROPE>
-__device__ __forceinline__ void fw_rope_stage(bf16 *sQ, bf16 *sKV, bf16 *Q, bf16 *K, size_t ld, int it, int T,
+__device__ __forceinline__ void fw_rope_stage(bf16 *sQ, bf16 *sKV, bf16 *Q, bf16 *K, size_t ld, int T,
                                               const float *cs, const float *sn) {
-    if (it) return;
     cp_async_wait<0>();
     __syncthreads();
     for (int i = threadIdx.x; i < T * 4; i += 128 * WG) {
