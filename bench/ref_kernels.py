@@ -7,7 +7,8 @@ each of trm's ops stands against. trm's profile synchronises after every op, so 
 carry a few microseconds of launch and wait each; these are kernel times alone.
 
 usage: python3 bench/ref_kernels.py REF_DIR CONFIG [ref_bench.py's options]
-       (REF_DIR holds the reference's models/ and utils/ and ref_bench.py: ../shared/anchors/README.md)
+       (REF_DIR holds the reference's models/ and utils/ and ref_bench.py: ../shared/anchors/README.md;
+       torch.compile is always on; one process, not under torchrun)
 """
 import os
 import runpy
@@ -28,4 +29,4 @@ with profile(activities=[ProfilerActivity.CUDA]) as prof:
     for i in range(2):
         g["step"](i)
     g["sync"]()
-print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=40, max_name_column_width=100), flush=True)
+print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=-1, max_name_column_width=100), flush=True)
