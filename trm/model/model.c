@@ -941,8 +941,8 @@ void trm_state_copy(trm_model *m, void *y, const void *x) {
     m->be->copy(m->be, y, x, (size_t)m->B * m->T * m->D * m->esz);
 }
 
-void trm_state_set(trm_model *m, void *const *z, const void **cur, int k, const void *out, int saved) {
-    if (saved) {
+void trm_state_set(trm_model *m, void *const *z, const void **cur, int k, const void *out, int in_place) {
+    if (in_place) {
         cur[k] = out;
         return;
     }

@@ -27,7 +27,9 @@ static void hrm_forward(trm_model *m, const void *w, void *const *z, int grad) {
         trm_state_add(m, hx, cur[ZH], m->x_emb);
         for (int l = 0; l < m->cfg.L_cycles; l++) {
             int save = grad && last_h && l == m->cfg.L_cycles - 1;
-            trm_state_set(m, z, cur, ZL, trm_net_fwd(m, w, TRM_LEVEL_L, &cur[ZL], 1, hx, trm_saved_call(m, save, 0)), save);
+            /* z_L before the last read by the next call alone: no copy */
+            trm_state_set(m, z, cur, ZL, trm_net_fwd(m, w, TRM_LEVEL_L, &cur[ZL], 1, hx, trm_saved_call(m, save, 0)),
+                          save || l < m->cfg.L_cycles - 1);
         }
         int save = grad && last_h;
         trm_state_set(m, z, cur, ZH, trm_net_fwd(m, w, TRM_LEVEL_H, &cur[ZH], 1, cur[ZL], trm_saved_call(m, save, 1)), save);

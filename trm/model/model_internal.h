@@ -40,11 +40,12 @@ void trm_state_add(trm_model *m, void *y, const void *a, const void *b); /* y = 
 void trm_state_acc(trm_model *m, void *y, const void *x);                /* y += x */
 void trm_state_copy(trm_model *m, void *y, const void *x);
 
-/* A state's new value: the saved activations hold it until the end of the final cycle (no copy);
- * a no-grad output lives in the scratch, which the next call reuses, so it is copied into the
- * carry now, unless the next call alone reads it (it forms its input x0 from its parts before
- * its blocks reuse the scratch): saved = 1 then too. cur[k] is where state k's current value is. */
-void trm_state_set(trm_model *m, void *const *z, const void **cur, int k, const void *out, int saved);
+/* A state's new value. in_place: out stays valid for as long as the state is read there (a
+ * saved call's activations, which hold it until the end of the final cycle; or a no-grad output
+ * that only the next call reads, which forms its input x0 from its parts before its blocks reuse
+ * the scratch). Else out lives in the scratch the next call reuses and is copied into the carry
+ * now. cur[k] is where state k's current value is. */
+void trm_state_set(trm_model *m, void *const *z, const void **cur, int k, const void *out, int in_place);
 /* The final cycle's values into the carry (where they are not there already). */
 void trm_state_flush(trm_model *m, void *const *z, const void **cur);
 
