@@ -388,6 +388,13 @@ static int cuda_token_mlp_fwd(trm_backend *b, void *y, float *rstd, const void *
     if (DT(b) != TRM_BF16 || wdt != TRM_BF16) return 0;
     return k_token_mlp_fwd(ST(b), CTX(b)->gate_up_tma, y, rstd, x, Wgu, ldgu, Wdn, lddn, B, T, Tp, D, It, eps);
 }
+/* the output and down projections with the residual and norm in their epilogue: bf16
+ * activations and weights on Hopper (the kernel declines the rest) */
+static int cuda_linear_norm_fwd(trm_backend *b, void *y, float *rstd, const void *res, const void *x, int ldx,
+                                const void *W, int ldw, int wdt, int rows, int K, int D, float eps) {
+    if (DT(b) != TRM_BF16 || wdt != TRM_BF16) return 0;
+    return k_linear_norm_fwd(ST(b), CTX(b)->gate_up_tma, y, rstd, res, x, ldx, W, ldw, rows, K, D, eps);
+}
 static void cuda_rope_fwd(trm_backend *b, void *qkv, const float *c, const float *s, int B, int T, int H, int hd) {
     k_rope(ST(b), DT(b), qkv, c, s, B, T, H, hd, 0);
 }
@@ -669,6 +676,10 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     if (!env_flag("TRM_ATT_BWD_ROPE", 1)) b->attention_bwd_rope = NULL;
     /* TRM_TOKEN_MLP=0: mlp_t's unsaved token mixers through the separate ops (for measuring) */
     if (!env_flag("TRM_TOKEN_MLP", 1)) b->token_mlp_fwd = NULL;
+    /* TRM_LINEAR_NORM=1: the output and down projections with the norm in their epilogue. Off
+     * until timed beside the two passes on a Hopper (bench/README.md, issue 28: it passed
+     * parity on an H200 in the session that wrote it, which had no device time left to time it) */
+    if (!env_flag("TRM_LINEAR_NORM", 0)) b->linear_norm_fwd = NULL;
     /* TRM_ATT_FWD_ROPE=0: RoPE as its own pass before the attention forward (for measuring) */
     if (!env_flag("TRM_ATT_FWD_ROPE", 1)) b->attention_fwd_rope = NULL;
     /* TRM_NORM_T=0: mlp_t's norm over T between two transposes (for measuring) */

@@ -191,6 +191,14 @@ struct trm_backend {
      * not take the shape or types; the caller then runs those ops. */
     int (*token_mlp_fwd)(trm_backend *b, void *y, float *rstd, const void *x, const void *Wgu, int ldgu,
                          const void *Wdn, int lddn, int wdt, int B, int T, int Tp, int D, int It, float eps);
+    /* Optional (a Hopper kernel): y = rms(res + x·Wᵀ) over D, rstd saved unless NULL — linear (gemm,
+     * product rounded to the activation type) then rmsnorm_fwd(y, rstd, res, product) in one pass,
+     * the norm in the product's epilogue; y may be res. x is rows × K (rows ldx apart), W is D × K,
+     * rows ldw apart, type wdt; y and res are rows × D, rows D apart. Returns 0, having done
+     * nothing, where it does not take the shape or types; the caller then runs gemm and
+     * rmsnorm_fwd. */
+    int (*linear_norm_fwd)(trm_backend *b, void *y, float *rstd, const void *res, const void *x, int ldx,
+                           const void *W, int ldw, int wdt, int rows, int K, int D, float eps);
     /* Optional, a pair (a backend has both or neither): mlp_t's RMSNorm over the T positions of
      * each channel, with the transposes around it in the same pass. The forward takes xT and
      * resT as (B, D, Tp) rows and writes y as (B, T, D): y = (rms(xT + resT))ᵀ over each row's
@@ -302,7 +310,7 @@ struct trm_backend {
     X(gate_up_swiglu) X(gate_up_swiglu_bwd) X(attention_fwd_rope) X(attention_bwd_rope) X(rmsnorm_t_fwd)          \
     X(rmsnorm_t_bwd)
 /* fused passes only a GPU backend has (optional) */
-#define TRM_OPS_FUSED_GPU(X) X(token_mlp_fwd)
+#define TRM_OPS_FUSED_GPU(X) X(token_mlp_fwd) X(linear_norm_fwd)
 /* fused passes only the cpu backend has (optional): a GPU runs the GEMM and the pass after it
  * at their own rates, where on a CPU the product's rows are still in cache for the pass */
 #define TRM_OPS_FUSED_CPU(X) X(down_swiglu_bwd)

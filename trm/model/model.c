@@ -694,6 +694,21 @@ static trm_gemm_dt dt_aaf(const trm_model *m) { return (trm_gemm_dt){(uint8_t)m-
 static void linear_fwd(trm_model *m, void *y, const void *x, const void *w, int idx, int rows, int in, int out) {
     m->be->gemm(m->be, dt_awa(m), 0, 1, rows, out, in, 1.0f, x, in, 0, W_(m, w, idx), WLD(m, idx), 0, 0.0f, y, out, 0, 1);
 }
+/* y = rms(res + x·Wᵀ) over out (rstd saved), the block's residual and norm after the output and
+ * down projections: one pass where the backend fuses them, else the product into tmp_rows (which
+ * nothing else reads) and rmsnorm_fwd. The fallback passes the block input as x and the product
+ * as res, as the two ops always have: the kernels round x + res to the activation type either
+ * way, so which is which does not change the bits. */
+static void linear_norm_fwd(trm_model *m, void *y, float *rstd, const void *res, const void *x, const void *w, int idx,
+                            int rows, int in, int out) {
+    trm_backend *be = m->be;
+    float eps = (float)m->cfg.rms_norm_eps;
+    if (be->linear_norm_fwd &&
+        be->linear_norm_fwd(be, y, rstd, res, x, in, W_(m, w, idx), WLD(m, idx), m->wdt, rows, in, out, eps))
+        return;
+    linear_fwd(m, m->tmp_rows, x, w, idx, rows, in, out);
+    be->rmsnorm_fwd(be, y, rstd, res, m->tmp_rows, rows, out, out, eps);
+}
 /* dW += dyᵀ·x */
 static void linear_bwd_w(trm_model *m, int idx, const void *dy, const void *x, int rows, int in, int out) {
     m->be->gemm(m->be, dt_aaf(m), 1, 0, out, in, rows, 1.0f, dy, out, 0, x, in, 0, 1.0f, G_(m, idx), in, 0, 1);
@@ -777,12 +792,10 @@ static void rope_attention_fwd(trm_model *m, trm_block_acts *k, int save) {
 }
 
 static void mixer_attn_fwd(trm_model *m, const void *w, int l, trm_block_acts *k, int save) {
-    trm_backend *be = m->be;
     int R = m->B * m->T, D = m->D, A = m->A;
     linear_fwd(m, k->qkv, k->in, w, m->p_layer[l][0], R, D, 3 * A);
     rope_attention_fwd(m, k, save);
-    linear_fwd(m, m->tmp_rows, k->att, w, m->p_layer[l][1], R, A, D);
-    be->rmsnorm_fwd(be, k->y1, k->rstd1, k->in, m->tmp_rows, R, D, D, (float)m->cfg.rms_norm_eps);
+    linear_norm_fwd(m, k->y1, k->rstd1, k->in, k->att, w, m->p_layer[l][1], R, A, D);
 }
 
 /* dy1 (rows×D) → d_in. The norm's gradient goes to d_in first (the residual path) and is the
@@ -857,15 +870,13 @@ static void mixer_mlpt_bwd(trm_model *m, int l, trm_block_acts *k, const void *d
 
 /* save: the call's activations are kept for the backward */
 static void block_fwd(trm_model *m, const void *w, int l, trm_block_acts *k, int save) {
-    trm_backend *be = m->be;
     int R = m->B * m->T, D = m->D;
     if (m->cfg.mlp_t)
         mixer_mlpt_fwd(m, w, l, k, save);
     else
         mixer_attn_fwd(m, w, l, k, save);
     gate_up_fwd(m, k->act, k->gu, keep_gu(m, save), k->y1, D, w, m->p_layer[l][2], R, m->I, D);
-    linear_fwd(m, m->tmp_rows, k->act, w, m->p_layer[l][3], R, m->I, D);
-    be->rmsnorm_fwd(be, k->y2, k->rstd2, k->y1, m->tmp_rows, R, D, D, (float)m->cfg.rms_norm_eps);
+    linear_norm_fwd(m, k->y2, k->rstd2, k->y1, k->act, w, m->p_layer[l][3], R, m->I, D);
 }
 
 /* In place: `d` holds dL/dy2 on entry and dL/d(block input) on exit. */

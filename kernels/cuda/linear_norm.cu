@@ -1,0 +1,278 @@
+/* linear_norm.cu — the output and down projections with the residual add and RMSNorm in the
+ * product's epilogue (backend.h: linear_norm_fwd): y = rms(res + x·Wᵀ) over D = 512 values a
+ * row. Apart, the product goes out to HBM and rmsnorm_fwd reads it back with the residual and
+ * writes y: three row passes where this kernel makes two (res in, y out).
+ *
+ * A cluster of two blocks holds 128 rows × all 512 columns: each block a 256-column half (two
+ * consumer warpgroups of 64 rows × 256, m64n256k16 products with fp32 sums in registers) and a
+ * producer warpgroup, one thread of which streams x's and W's 64-column chunks through a ring
+ * of stages by TMA, and the tile's residual half into a buffer of its own. The epilogue rounds
+ * the product to bf16 as the GEMM would, adds the residual and rounds again (as rmsnorm_fwd
+ * does), leaves that sum in the residual buffer in place of the residual, and sends the sum of
+ * squares of its half of each row to the other block's shared memory (an mbarrier there counts
+ * them): each row's total is then the two halves', the same bits in both blocks. The
+ * normalised rows overwrite the sums and leave by TMA. Clusters are persistent: cluster c
+ * takes row tiles c, c + clusters, ..., so that the next tile's first chunks load during an
+ * epilogue. */
+#include "common.cuh"
+#include "mma.cuh"
+
+#define LN_BM 128                           /* rows a tile (two warpgroups of 64) */
+#define LN_BN 256                           /* columns a block: half of D */
+#define LN_D 512                            /* the one width taken */
+#define LN_NS 3                             /* stages in the ring */
+#define LN_A (LN_BM * 128)                  /* bytes of x's chunk: 128 rows of 64 bf16 */
+#define LN_W (LN_BN * 128)                  /* bytes of W's chunk: 256 rows of 64 bf16 */
+#define LN_STAGE (LN_A + LN_W)
+#define LN_RES (LN_BM * LN_BN * 2)          /* the residual (then output) half tile: 4 boxes */
+#define LN_BOX (LN_BM * 128)                /* one box of 64 columns × 128 rows */
+#define LN_THREADS 384                      /* two consumer warpgroups and the producer's */
+#define LN_SMEM (1024 + LN_NS * LN_STAGE + LN_RES + 2 * LN_BM * 4 + 16 * 8)
+
+#if defined(TRM_CUDA_SM90A)
+#if defined(TRM_WGMMA)
+/* d (64 × 256) = (acc ? d : 0) + A·B, both from shared memory, K-major (as wg_m64n128k16_ss) */
+__device__ __forceinline__ void wg_m64n256k16_ss(float (&d)[32][4], uint64_t da, uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]), "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]), "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]), "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]), "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]), "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]), "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]), "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]), "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]), "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]), "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]), "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]), "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]), "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]), "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]), "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]), "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
+                 : "l"(da), "l"(db), "r"(acc));
+}
+
+__device__ __forceinline__ uint32_t ln_cluster_rank() {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+/* every thread of both blocks: what either wrote before is seen by both after */
+__device__ __forceinline__ void ln_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+/* the shared address of p in block `rank` of the cluster */
+__device__ __forceinline__ uint32_t ln_peer(const void *p, uint32_t rank) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p), r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
+    return r;
+}
+__device__ __forceinline__ void ln_st_peer(uint32_t a, float v) {
+    asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(a), "f"(v) : "memory");
+}
+/* one arrival on the other block's mbarrier, releasing this thread's stores there */
+__device__ __forceinline__ void ln_arrive_peer(uint32_t bar) {
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+/* wait for a phase completed by the other block's arrivals, acquiring what they released */
+__device__ __forceinline__ void ln_wait_cluster(uint64_t *bar, int parity) {
+    asm volatile("{\n.reg .pred p;\nWAIT_%=:\n"
+                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra WAIT_%=;\n}\n" ::"r"((uint32_t)__cvta_generic_to_shared(bar)), "r"(parity)
+                 : "memory");
+}
+__device__ __forceinline__ void ln_tma_store(const CUtensorMap *tm, const void *src, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n"
+                 ::"l"(tm), "r"((uint32_t)__cvta_generic_to_shared(src)), "r"(c0), "r"(c1)
+                 : "memory");
+}
+__device__ __forceinline__ float2 ln_unpack(uint32_t v) {
+    return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&v));
+}
+/* a float rounded to bf16 and back */
+__device__ __forceinline__ float ln_round(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
+/* The producer: for each of the cluster's tiles, its K chunks into the ring (a stage refilled
+ * once all 8 consumer warps are past it) and, after the first stages, the residual half tile
+ * (once both warpgroups' stores of the last tile have read the buffer). */
+__device__ void ln_produce(const CUtensorMap *tmx, const CUtensorMap *tmw, const CUtensorMap *tmr,
+                           unsigned char *ring, unsigned char *rbuf, uint64_t *full, uint64_t *empty,
+                           uint64_t *rfull, uint64_t *rempty, int n0, int first, int step, int mtiles, int KC) {
+    int slot = 0, phase = 0, rphase = 0, rat = KC < LN_NS ? KC - 1 : LN_NS - 1;
+    for (int tile = first; tile < mtiles; tile += step) {
+        for (int kc = 0; kc < KC; kc++) {
+            mbar_wait(empty + slot, phase ^ 1);
+            unsigned char *s = ring + slot * LN_STAGE;
+            mbar_expect(full + slot, LN_STAGE);
+            tma_load_2d_nb(s, tmx, kc * 64, tile * LN_BM, full + slot);
+            tma_load_2d_nb(s + LN_A, tmw, kc * 64, n0, full + slot);
+            if (++slot == LN_NS) slot = 0, phase ^= 1;
+            if (kc != rat) continue;
+            mbar_wait(rempty, rphase ^ 1);
+            mbar_expect(rfull, LN_RES);
+#pragma unroll
+            for (int b = 0; b < LN_BN / 64; b++)
+                tma_load_2d_nb(rbuf + b * LN_BOX, tmr, n0 + 64 * b, tile * LN_BM, rfull);
+            rphase ^= 1;
+        }
+    }
+}
+
+/* The epilogue of warpgroup wg's 64 rows: y = rms(res + bf16(d)) over both blocks' halves. The
+ * thread's values are rows r and r + 8 (r = its warp's 16 rows, lane / 4), columns 8j + 2(lane
+ * % 4) and the next, j < 32; in the residual buffer each sits in box j / 8, row r, 16-byte chunk
+ * (j % 8) ^ (r % 8) (the 128-byte swizzle), where the thread alone reads and writes: the residual,
+ * then the sum (kept there, not in registers: beside the 128 of d, 64 more would spill), then y. */
+__device__ __forceinline__ void ln_epilogue(float (&d)[32][4], unsigned char *rbuf, float *xpart, uint64_t *xbar,
+                                            int it, uint32_t peer, int wg, int lane, int warp, float eps,
+                                            float *rstd, int row0, int rows, bool write_rstd) {
+    int r0 = wg * 64 + warp * 16 + (lane >> 2);
+    float ss[2] = {0.f, 0.f};
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            int r = r0 + 8 * hr;
+            unsigned char *p = rbuf + (j >> 3) * LN_BOX + r * 128 + (((j & 7) ^ (r & 7)) << 4) + 4 * (lane & 3);
+            float2 res = ln_unpack(*reinterpret_cast<const uint32_t *>(p));
+            float a = ln_round(ln_round(d[j][2 * hr]) + res.x), b = ln_round(ln_round(d[j][2 * hr + 1]) + res.y);
+            ss[hr] += a * a + b * b;
+            *reinterpret_cast<uint32_t *>(p) = pack_bf16(a, b);
+        }
+    }
+    int buf = it & 1;
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        ss[hr] += __shfl_xor_sync(0xffffffffu, ss[hr], 1);
+        ss[hr] += __shfl_xor_sync(0xffffffffu, ss[hr], 2);
+    }
+    if ((lane & 3) == 0) {
+        ln_st_peer(ln_peer(xpart + buf * LN_BM + r0, peer), ss[0]);
+        ln_st_peer(ln_peer(xpart + buf * LN_BM + r0 + 8, peer), ss[1]);
+        ln_arrive_peer(ln_peer(xbar + buf, peer));
+    }
+    ln_wait_cluster(xbar + buf, (it >> 1) & 1);
+    float sc[2];
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) sc[hr] = rsqrtf((ss[hr] + xpart[buf * LN_BM + r0 + 8 * hr]) / (float)LN_D + eps);
+#pragma unroll
+    for (int j = 0; j < 32; j++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            int r = r0 + 8 * hr;
+            unsigned char *p = rbuf + (j >> 3) * LN_BOX + r * 128 + (((j & 7) ^ (r & 7)) << 4) + 4 * (lane & 3);
+            float2 s = ln_unpack(*reinterpret_cast<uint32_t *>(p));
+            *reinterpret_cast<uint32_t *>(p) = pack_bf16(s.x * sc[hr], s.y * sc[hr]);
+        }
+    if (write_rstd && (lane & 3) == 0)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++)
+            if (row0 + r0 + 8 * hr < rows) rstd[row0 + r0 + 8 * hr] = sc[hr];
+}
+#endif
+
+/* blockIdx.x / 2 is the cluster, whose rank (0, 1) is the column half n0 = 256·rank */
+__global__ void __launch_bounds__(LN_THREADS, 1)
+    linear_norm_kernel(const __grid_constant__ CUtensorMap tmx, const __grid_constant__ CUtensorMap tmw,
+                       const __grid_constant__ CUtensorMap tmr, const __grid_constant__ CUtensorMap tmy, float *rstd,
+                       int rows, int K, float eps) {
+#if defined(TRM_WGMMA)
+    extern __shared__ unsigned char ln_raw[];
+    unsigned char *ring = (unsigned char *)(((uintptr_t)ln_raw + 1023) & ~(uintptr_t)1023); /* swizzle atoms */
+    unsigned char *rbuf = ring + LN_NS * LN_STAGE;
+    float *xpart = (float *)(rbuf + LN_RES); /* [2][128]: the other block's sums, by tile parity */
+    uint64_t *full = (uint64_t *)(xpart + 2 * LN_BM), *empty = full + LN_NS, *rfull = empty + LN_NS,
+             *rempty = rfull + 1, *xbar = rempty + 1;
+    uint32_t rank = ln_cluster_rank(), peer = rank ^ 1;
+    int n0 = (int)rank * LN_BN, first = blockIdx.x >> 1, step = gridDim.x >> 1;
+    int mtiles = (rows + LN_BM - 1) / LN_BM, KC = (K + 63) / 64;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < LN_NS; s++) mbar_init(full + s, 1), mbar_init(empty + s, 8);
+        mbar_init(rfull, 1), mbar_init(rempty, 2);
+        mbar_init(xbar, 64), mbar_init(xbar + 1, 64); /* the other block's 64 row-quad leaders */
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    ln_cluster_sync(); /* both blocks' barriers initialised before either arrives on the other's */
+    if (threadIdx.x >= 256) {
+        /* the producer's warpgroup hands its registers to the consumers' sums */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        if (threadIdx.x == 256)
+            ln_produce(&tmx, &tmw, &tmr, ring, rbuf, full, empty, rfull, rempty, n0, first, step, mtiles, KC);
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+        int wg = threadIdx.x >> 7, tid = threadIdx.x & 127, lane = tid & 31, warp = tid >> 5;
+        float d[32][4];
+        int slot = 0, phase = 0, rphase = 0, it = 0;
+        for (int tile = first; tile < mtiles; tile += step, it++) {
+            int prev = 0;
+            for (int kc = 0; kc < KC; kc++) {
+                mbar_wait(full + slot, phase);
+                unsigned char *s = ring + slot * LN_STAGE;
+                uint64_t da = wg_desc(s + wg * 64 * 128, 16, 1024), db = wg_desc(s + LN_A, 16, 1024);
+                wg_fence();
+#pragma unroll
+                for (int k = 0; k < 4; k++) wg_m64n256k16_ss(d, da + 2 * k, db + 2 * k, kc | k);
+                wg_commit();
+                wg_wait<1>();
+                if (kc > 0 && lane == 0) mbar_arrive(empty + prev); /* this warp is past chunk kc − 1 */
+                prev = slot;
+                if (++slot == LN_NS) slot = 0, phase ^= 1;
+            }
+            wg_wait<0>();
+            wg_fence_f(d);
+            if (lane == 0) mbar_arrive(empty + prev);
+            mbar_wait(rfull, rphase);
+            rphase ^= 1;
+            ln_epilogue(d, rbuf, xpart, xbar, it, peer, wg, lane, warp, eps, rstd, tile * LN_BM, rows,
+                        rstd && rank == 0);
+            fence_async_smem(); /* the generic stores of y, read next by the TMA store */
+            wg_bar(wg);
+            if (tid == 0) {
+#pragma unroll
+                for (int b = 0; b < LN_BN / 64; b++)
+                    ln_tma_store(&tmy, rbuf + b * LN_BOX + wg * 64 * 128, n0 + 64 * b, tile * LN_BM + wg * 64);
+                tma_commit();
+                tma_wait_read();
+                mbar_arrive(rempty);
+            }
+        }
+        if (tid == 0) tma_wait();
+    }
+    __syncwarp();
+    ln_cluster_sync(); /* neither block leaves while the other may still send it sums */
+#endif
+}
+
+/* clusters that fit at once (two blocks of one SM each), at most `want` */
+static int ln_clusters(int want) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = 2, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(2 * (unsigned)want), cfg.blockDim = dim3(LN_THREADS), cfg.dynamicSmemBytes = LN_SMEM;
+    cfg.attrs = at, cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, linear_norm_kernel, &cfg) != cudaSuccess || n <= 0) {
+        cudaGetLastError();
+        n = device_sms(2) / 2;
+    }
+    return n < want ? n : want;
+}
+#endif
+
+int k_linear_norm_fwd(cudaStream_t st, void *tma_encode, void *y, float *rstd, const void *res, const void *x,
+                      int ldx, const void *w, int ldw, int rows, int K, int D, float eps) {
+#if defined(TRM_CUDA_SM90A)
+    if (!tma_encode || D != LN_D || rows < 1 || K < 8 || K % 8 || ldx % 8 || ldw % 8 || !aligned16(x) ||
+        !aligned16(w) || !aligned16(res) || !aligned16(y) || ((uintptr_t)rstd & 3))
+        return 0;
+    CUtensorMap tmx, tmw, tmr, tmy;
+    if (!tma_map_2d(&tmx, tma_encode, x, rows, K, ldx, LN_BM) || !tma_map_2d(&tmw, tma_encode, w, D, K, ldw, LN_BN) ||
+        !tma_map_2d(&tmr, tma_encode, res, rows, D, D, LN_BM) || !tma_map_2d(&tmy, tma_encode, y, rows, D, D, 64))
+        return 0;
+    if (!smem_limit(linear_norm_kernel, LN_SMEM)) {
+        cudaGetLastError();
+        return 0;
+    }
+    int clusters = ln_clusters((rows + LN_BM - 1) / LN_BM);
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = 2, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(2 * (unsigned)clusters), cfg.blockDim = dim3(LN_THREADS), cfg.dynamicSmemBytes = LN_SMEM;
+    cfg.stream = st, cfg.attrs = at, cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, linear_norm_kernel, tmx, tmw, tmr, tmy, rstd, rows, K, eps) == cudaSuccess;
+#else
+    (void)st, (void)tma_encode, (void)y, (void)rstd, (void)res, (void)x, (void)ldx, (void)w, (void)ldw, (void)rows,
+        (void)K, (void)D, (void)eps;
+    return 0;
+#endif
+}
