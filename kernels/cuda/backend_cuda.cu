@@ -94,6 +94,7 @@ typedef struct {
     int wgmma;  /* attention on Hopper's warpgroup products (TRM_FLASH_WGMMA=0: the mma.sync kernels) */
     void *gate_up_tma; /* the Hopper gate/up + SwiGLU kernel's TMA encoder; NULL: none, or TRM_GATE_UP_WGMMA=0 (cuBLASLt + SwiGLU) */
     int deterministic; /* TRM_DETERMINISTIC=1: attention's backward in two passes, no reductions in memory */
+    int ln_clusters;   /* clusters the linear + norm kernel runs at once (0: it cannot run here) */
 } cuda_ctx;
 
 static cuda_ctx *CTX(trm_backend *b) { return (cuda_ctx *)b->ctx; }
@@ -393,7 +394,8 @@ static int cuda_token_mlp_fwd(trm_backend *b, void *y, float *rstd, const void *
 static int cuda_linear_norm_fwd(trm_backend *b, void *y, float *rstd, const void *res, const void *x, int ldx,
                                 const void *W, int ldw, int wdt, int rows, int K, int D, float eps) {
     if (DT(b) != TRM_BF16 || wdt != TRM_BF16) return 0;
-    return k_linear_norm_fwd(ST(b), CTX(b)->gate_up_tma, y, rstd, res, x, ldx, W, ldw, rows, K, D, eps);
+    return k_linear_norm_fwd(ST(b), CTX(b)->gate_up_tma, CTX(b)->ln_clusters, y, rstd, res, x, ldx, W, ldw, rows, K,
+                             D, eps);
 }
 static void cuda_rope_fwd(trm_backend *b, void *qkv, const float *c, const float *s, int B, int T, int H, int hd) {
     k_rope(ST(b), DT(b), qkv, c, s, B, T, H, hd, 0);
@@ -667,6 +669,7 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     c->wgmma = env_flag("TRM_FLASH_WGMMA", 1) && k_flash_wgmma();
     c->deterministic = env_flag("TRM_DETERMINISTIC", 0);
     c->gate_up_tma = env_flag("TRM_GATE_UP_WGMMA", 1) ? k_gate_up_wgmma() : NULL;
+    c->ln_clusters = c->gate_up_tma ? k_linear_norm_clusters() : 0;
 #define CUDA_OP(op) b->op = cuda_##op;
     /* every op, the optional ones included, but the command-stream counters (stream_stats: NULL) */
     TRM_OPS_REQUIRED(CUDA_OP) TRM_OPS_FUSED(CUDA_OP) TRM_OPS_FUSED_GPU(CUDA_OP) TRM_OPS_BF16_ACTS(CUDA_OP) TRM_OPS_COMPILE(CUDA_OP)

@@ -163,10 +163,13 @@ int k_gate_up_swiglu(cudaStream_t st, void *tma_encode, void *act, void *gu, con
 /* dgu and act of SwiGLU's backward from dact, the product x·Wᵀ computed again (Hopper only) */
 int k_gate_up_swiglu_bwd(cudaStream_t st, void *tma_encode, void *dgu, void *act, const void *dact, const void *x,
                          int ldx, const void *w, int ldw, int rows, int I, int K);
-/* y = rms(res + x·Wᵀ) over D (backend.h: linear_norm_fwd), all bf16, Hopper only (tma_encode =
- * k_gate_up_wgmma()); 0 where it does not take the shape (nothing launched) */
-int k_linear_norm_fwd(cudaStream_t st, void *tma_encode, void *y, float *rstd, const void *res, const void *x,
-                      int ldx, const void *w, int ldw, int rows, int K, int D, float eps);
+/* y = rms(res + x·Wᵀ) over D (backend.h: linear_norm_fwd), all bf16, Hopper only: tma_encode =
+ * k_gate_up_wgmma() and clusters = k_linear_norm_clusters() (the kernel's shared memory limit
+ * raised there, once; 0 where it cannot run); 0 where it does not take the shape (nothing
+ * launched) */
+int k_linear_norm_clusters(void);
+int k_linear_norm_fwd(cudaStream_t st, void *tma_encode, int clusters, void *y, float *rstd, const void *res,
+                      const void *x, int ldx, const void *w, int ldw, int rows, int K, int D, float eps);
 /* mlp_t's token mixer forward (backend.h: token_mlp_fwd), Hopper only; 0 where not taken */
 int k_token_mlp_fwd(cudaStream_t st, void *tma_encode, void *y, float *rstd, const void *x, const void *wgu, int ldgu,
                     const void *wdn, int lddn, int B, int T, int Tp, int D, int It, float eps);

@@ -231,48 +231,57 @@ __global__ void __launch_bounds__(LN_THREADS, 1)
 #endif
 }
 
-/* clusters that fit at once (two blocks of one SM each), at most `want` */
-static int ln_clusters(int want) {
+/* the launch of `clusters` clusters of two blocks on st (at: the cluster shape, which cfg points to) */
+static cudaLaunchConfig_t ln_config(cudaLaunchAttribute *at, int clusters, cudaStream_t st) {
     cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = 2, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3(2 * (unsigned)want), cfg.blockDim = dim3(LN_THREADS), cfg.dynamicSmemBytes = LN_SMEM;
-    cfg.attrs = at, cfg.numAttrs = 1;
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, linear_norm_kernel, &cfg) != cudaSuccess || n <= 0) {
-        cudaGetLastError();
-        n = device_sms(2) / 2;
-    }
-    return n < want ? n : want;
+    at->id = cudaLaunchAttributeClusterDimension;
+    at->val.clusterDim.x = 2, at->val.clusterDim.y = 1, at->val.clusterDim.z = 1;
+    cfg.gridDim = dim3(2 * (unsigned)clusters), cfg.blockDim = dim3(LN_THREADS), cfg.dynamicSmemBytes = LN_SMEM;
+    cfg.stream = st, cfg.attrs = at, cfg.numAttrs = 1;
+    return cfg;
 }
 #endif
 
-int k_linear_norm_fwd(cudaStream_t st, void *tma_encode, void *y, float *rstd, const void *res, const void *x,
-                      int ldx, const void *w, int ldw, int rows, int K, int D, float eps) {
+/* clusters of the kernel that fit on the device at once (one block an SM, two SMs of a GPC
+ * each), with its shared memory limit raised; 0 where it cannot run (no sm_90a build or
+ * device, or the limit refused) */
+int k_linear_norm_clusters(void) {
 #if defined(TRM_CUDA_SM90A)
-    if (!tma_encode || D != LN_D || rows < 1 || K < 8 || K % 8 || ldx % 8 || ldw % 8 || !aligned16(x) ||
+    if (!device_sm90() || !smem_limit(linear_norm_kernel, LN_SMEM)) {
+        cudaGetLastError();
+        return 0;
+    }
+    cudaLaunchAttribute at;
+    cudaLaunchConfig_t cfg = ln_config(&at, device_sms(2) / 2, 0);
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, linear_norm_kernel, &cfg) != cudaSuccess || n <= 0) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+#else
+    return 0;
+#endif
+}
+
+int k_linear_norm_fwd(cudaStream_t st, void *tma_encode, int clusters, void *y, float *rstd, const void *res,
+                      const void *x, int ldx, const void *w, int ldw, int rows, int K, int D, float eps) {
+#if defined(TRM_CUDA_SM90A)
+    if (!tma_encode || clusters < 1 || D != LN_D || rows < 1 || K < 8 || K % 8 || ldx % 8 || ldw % 8 || !aligned16(x) ||
         !aligned16(w) || !aligned16(res) || !aligned16(y) || ((uintptr_t)rstd & 3))
         return 0;
     CUtensorMap tmx, tmw, tmr, tmy;
     if (!tma_map_2d(&tmx, tma_encode, x, rows, K, ldx, LN_BM) || !tma_map_2d(&tmw, tma_encode, w, D, K, ldw, LN_BN) ||
         !tma_map_2d(&tmr, tma_encode, res, rows, D, D, LN_BM) || !tma_map_2d(&tmy, tma_encode, y, rows, D, D, 64))
         return 0;
-    if (!smem_limit(linear_norm_kernel, LN_SMEM)) {
-        cudaGetLastError();
-        return 0;
-    }
-    int clusters = ln_clusters((rows + LN_BM - 1) / LN_BM);
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = 2, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3(2 * (unsigned)clusters), cfg.blockDim = dim3(LN_THREADS), cfg.dynamicSmemBytes = LN_SMEM;
-    cfg.stream = st, cfg.attrs = at, cfg.numAttrs = 1;
+    int mtiles = (rows + LN_BM - 1) / LN_BM;
+    if (clusters > mtiles) clusters = mtiles;
+    cudaLaunchAttribute at;
+    cudaLaunchConfig_t cfg = ln_config(&at, clusters, st);
     return cudaLaunchKernelEx(&cfg, linear_norm_kernel, tmx, tmw, tmr, tmy, rstd, rows, K, eps) == cudaSuccess;
 #else
-    (void)st, (void)tma_encode, (void)y, (void)rstd, (void)res, (void)x, (void)ldx, (void)w, (void)ldw, (void)rows,
-        (void)K, (void)D, (void)eps;
+    (void)st, (void)tma_encode, (void)clusters, (void)y, (void)rstd, (void)res, (void)x, (void)ldx, (void)w,
+        (void)ldw, (void)rows, (void)K, (void)D, (void)eps;
     return 0;
 #endif
 }
