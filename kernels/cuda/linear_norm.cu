@@ -182,7 +182,8 @@ __global__ void __launch_bounds__(LN_THREADS, 1)
     }
     ln_cluster_sync(); /* both blocks' barriers initialised before either arrives on the other's */
     if (threadIdx.x >= 256) {
-        /* the producer's warpgroup hands its registers to the consumers' sums */
+        /* the producer's warpgroup hands its registers to the consumers' sums (at the launch's
+         * 168 a thread the consumers spill) */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
         if (threadIdx.x == 256)
             ln_produce(&tmx, &tmw, &tmr, ring, rbuf, full, empty, rfull, rempty, n0, first, step, mtiles, KC);
