@@ -69,16 +69,11 @@ __device__ __forceinline__ void ln_wait_cluster(uint64_t *bar, int parity) {
                  "@!p bra WAIT_%=;\n}\n" ::"r"((uint32_t)__cvta_generic_to_shared(bar)), "r"(parity)
                  : "memory");
 }
-__device__ __forceinline__ void ln_tma_store(const CUtensorMap *tm, const void *src, int c0, int c1) {
-    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n"
-                 ::"l"(tm), "r"((uint32_t)__cvta_generic_to_shared(src)), "r"(c0), "r"(c1)
-                 : "memory");
-}
 __device__ __forceinline__ float2 ln_unpack(uint32_t v) {
     return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&v));
 }
-/* a float rounded to bf16 and back */
-__device__ __forceinline__ float ln_round(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+/* a float rounded to bf16 and back, as a bf16 tensor stores it */
+__device__ __forceinline__ float ln_round(float v) { return to_f(from_f<bf16>(v)); }
 
 /* The producer: for each of the cluster's tiles, its K chunks into the ring (a stage refilled
  * once all 8 consumer warps are past it) and, after the first stages, the residual half tile
@@ -106,11 +101,19 @@ __device__ void ln_produce(const CUtensorMap *tmx, const CUtensorMap *tmw, const
     }
 }
 
+/* where the epilogue's thread keeps its values j (j < 32) of local row r in the half tile's
+ * residual buffer: box j / 8, row r, 16-byte chunk (j % 8) ^ (r % 8) (the 128-byte swizzle),
+ * the lane's 4 bytes in it */
+__device__ __forceinline__ uint32_t *ln_at(unsigned char *rbuf, int j, int r, int lane) {
+    return reinterpret_cast<uint32_t *>(rbuf + (j >> 3) * LN_BOX + r * 128 + (((j & 7) ^ (r & 7)) << 4) +
+                                        4 * (lane & 3));
+}
+
 /* The epilogue of warpgroup wg's 64 rows: y = rms(res + bf16(d)) over both blocks' halves. The
  * thread's values are rows r and r + 8 (r = its warp's 16 rows, lane / 4), columns 8j + 2(lane
- * % 4) and the next, j < 32; in the residual buffer each sits in box j / 8, row r, 16-byte chunk
- * (j % 8) ^ (r % 8) (the 128-byte swizzle), where the thread alone reads and writes: the residual,
- * then the sum (kept there, not in registers: beside the 128 of d, 64 more would spill), then y. */
+ * % 4) and the next, j < 32; at ln_at in the residual buffer the thread alone reads and writes
+ * them: the residual, then the sum (kept there, not in registers: beside the 128 of d, 64 more
+ * would spill), then y. */
 __device__ __forceinline__ void ln_epilogue(float (&d)[32][4], unsigned char *rbuf, float *xpart, uint64_t *xbar,
                                             int it, uint32_t peer, int wg, int lane, int warp, float eps,
                                             float *rstd, int row0, int rows, bool write_rstd) {
@@ -121,11 +124,11 @@ __device__ __forceinline__ void ln_epilogue(float (&d)[32][4], unsigned char *rb
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             int r = r0 + 8 * hr;
-            unsigned char *p = rbuf + (j >> 3) * LN_BOX + r * 128 + (((j & 7) ^ (r & 7)) << 4) + 4 * (lane & 3);
-            float2 res = ln_unpack(*reinterpret_cast<const uint32_t *>(p));
+            uint32_t *p = ln_at(rbuf, j, r, lane);
+            float2 res = ln_unpack(*p);
             float a = ln_round(ln_round(d[j][2 * hr]) + res.x), b = ln_round(ln_round(d[j][2 * hr + 1]) + res.y);
             ss[hr] += a * a + b * b;
-            *reinterpret_cast<uint32_t *>(p) = pack_bf16(a, b);
+            *p = pack_bf16(a, b);
         }
     }
     int buf = it & 1;
@@ -148,9 +151,9 @@ __device__ __forceinline__ void ln_epilogue(float (&d)[32][4], unsigned char *rb
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             int r = r0 + 8 * hr;
-            unsigned char *p = rbuf + (j >> 3) * LN_BOX + r * 128 + (((j & 7) ^ (r & 7)) << 4) + 4 * (lane & 3);
-            float2 s = ln_unpack(*reinterpret_cast<uint32_t *>(p));
-            *reinterpret_cast<uint32_t *>(p) = pack_bf16(s.x * sc[hr], s.y * sc[hr]);
+            uint32_t *p = ln_at(rbuf, j, r, lane);
+            float2 s = ln_unpack(*p);
+            *p = pack_bf16(s.x * sc[hr], s.y * sc[hr]);
         }
     if (write_rstd && (lane & 3) == 0)
 #pragma unroll
@@ -219,7 +222,7 @@ __global__ void __launch_bounds__(LN_THREADS, 1)
             if (tid == 0) {
 #pragma unroll
                 for (int b = 0; b < LN_BN / 64; b++)
-                    ln_tma_store(&tmy, rbuf + b * LN_BOX + wg * 64 * 128, n0 + 64 * b, tile * LN_BM + wg * 64);
+                    tma_store_2d(&tmy, rbuf + b * LN_BOX + wg * 64 * 128, n0 + 64 * b, tile * LN_BM + wg * 64);
                 tma_commit();
                 tma_wait_read();
                 mbar_arrive(rempty);

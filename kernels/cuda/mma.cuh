@@ -211,6 +211,12 @@ __device__ __forceinline__ void tma_store_3d(const CUtensorMap *tm, const void *
                  ::"l"(tm), "r"((uint32_t)__cvta_generic_to_shared(src)), "r"(c0), "r"(c1), "r"(c2)
                  : "memory");
 }
+/* the same for a 2-D tensor map */
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap *tm, const void *src, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n"
+                 ::"l"(tm), "r"((uint32_t)__cvta_generic_to_shared(src)), "r"(c0), "r"(c1)
+                 : "memory");
+}
 /* the named barrier of warpgroup wg's 128 threads (id wg + 1; 0 is __syncthreads') */
 __device__ __forceinline__ void wg_bar(int wg) { asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory"); }
 __device__ __forceinline__ void tma_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
