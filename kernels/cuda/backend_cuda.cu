@@ -669,7 +669,6 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     c->wgmma = env_flag("TRM_FLASH_WGMMA", 1) && k_flash_wgmma();
     c->deterministic = env_flag("TRM_DETERMINISTIC", 0);
     c->gate_up_tma = env_flag("TRM_GATE_UP_WGMMA", 1) ? k_gate_up_wgmma() : NULL;
-    c->ln_clusters = c->gate_up_tma ? k_linear_norm_clusters() : 0;
 #define CUDA_OP(op) b->op = cuda_##op;
     /* every op, the optional ones included, but the command-stream counters (stream_stats: NULL) */
     TRM_OPS_REQUIRED(CUDA_OP) TRM_OPS_FUSED(CUDA_OP) TRM_OPS_FUSED_GPU(CUDA_OP) TRM_OPS_BF16_ACTS(CUDA_OP) TRM_OPS_COMPILE(CUDA_OP)
@@ -683,6 +682,8 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
      * until timed beside the two passes on a Hopper (bench/README.md, issue 28: it passed
      * parity on an H200 in the session that wrote it, which had no device time left to time it) */
     if (!env_flag("TRM_LINEAR_NORM", 0)) b->linear_norm_fwd = NULL;
+    /* its occupancy query and shared memory limit only where it may run */
+    c->ln_clusters = b->linear_norm_fwd && c->gate_up_tma ? k_linear_norm_clusters() : 0;
     /* TRM_ATT_FWD_ROPE=0: RoPE as its own pass before the attention forward (for measuring) */
     if (!env_flag("TRM_ATT_FWD_ROPE", 1)) b->attention_fwd_rope = NULL;
     /* TRM_NORM_T=0: mlp_t's norm over T between two transposes (for measuring) */
