@@ -9,6 +9,7 @@
 #   REF_DIR: the reference's models/ and utils/ with ../shared/anchors/ref_bench.py beside them
 set -euo pipefail
 TRM=$1 REF=$2 ROUNDS=${3:-3} T=${4:-16}
+. "$(dirname "$0")/common.sh"
 DTYPE=${DTYPE:-float32}
 pin=()
 [ -n "${CPUS:-}" ] && pin=(taskset -c "$CPUS")
@@ -22,14 +23,13 @@ declare -A variant=(
 trm_ms() {
   # shellcheck disable=SC2086
   OMP_NUM_THREADS=$T "${pin[@]}" "$1" bench "${common[@]}" ${variant[$2]} --seq-len 81 --vocab 11 --num-ids 1 \
-    --steps "${STEPS:-10}" --warmup 3 --json | sed 's/.*"ms_per_step_median": \([0-9.]*\).*/\1/'
+    --steps "${STEPS:-10}" --warmup 3 --json | field ms_per_step_median
 }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 for name in tiny_mlp tiny_att; do
   ref=() ours=() before=()
   for r in $(seq "$ROUNDS"); do
     a=$(OMP_NUM_THREADS=$T "${pin[@]}" python3 "$REF/ref_bench.py" "$REF" "$name" --device cpu --dtype "$DTYPE" \
-        --steps "${STEPS:-10}" 2>/dev/null | tail -1 | sed 's/.*"step_ms_median": \([0-9.]*\).*/\1/')
+        --steps "${STEPS:-10}" 2>/dev/null | tail -1 | field step_ms_median)
     b=$(trm_ms "$TRM" "$name") c=""
     if [ -n "${TRM_BEFORE:-}" ]; then
       c=$(trm_ms "$TRM_BEFORE" "$name")

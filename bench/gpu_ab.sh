@@ -13,8 +13,7 @@ VARIANTS=${VARIANTS:--}
 CONFIGS=${CONFIGS:-sudoku_att maze_att}
 R=${ROUNDS:-3}
 out=$(mktemp -d /tmp/gpu_ab.XXXXXX)
-field() { sed -n "s/.*\"$2\": \([0-9.e+-]*\).*/\1/p" "$1" | head -1; }
-median() { sort -g | awk '$1 != "" { v[++n] = $1 } END { print !n ? "-" : (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }'; }
+. "$(dirname "$0")/common.sh"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1
 printf "%-11s %5s %-40s %10s\n" config round variant "ms/step"
 status=0
@@ -31,14 +30,14 @@ for c in $CONFIGS; do
         echo "$c $var: bench failed: $(tail -2 "$out/err")" >&2
         status=1
       fi
-      printf "%-11s %5s %-40s %10s\n" "$c" "$i" "$var" "$(field "$f" ms_per_step_median)"
+      printf "%-11s %5s %-40s %10s\n" "$c" "$i" "$var" "$(field ms_per_step_median "$f")"
     done
   done
   v=0
   for var in $VARIANTS; do
     v=$((v + 1))
-    m=$(for f in "$out/${c}_${v}"_*.json; do field "$f" ms_per_step_median; done | median)
-    printf "%-11s median %-40s %10s  (%s GiB)\n" "$c" "$var" "$m" "$(field "$out/${c}_${v}_1.json" device_mem_gib)"
+    m=$(for f in "$out/${c}_${v}"_*.json; do field ms_per_step_median "$f"; done | median)
+    printf "%-11s median %-40s %10s  (%s GiB)\n" "$c" "$var" "$m" "$(field device_mem_gib "$out/${c}_${v}_1.json")"
   done
 done
 rm -rf "$out"

@@ -14,8 +14,7 @@ W=${WARMUP:-3}
 export PYTHONUNBUFFERED=1
 out=/tmp/gpu_rounds
 rm -rf $out && mkdir -p $out
-field() { sed -n "s/.*\"$2\": \([0-9.e+-]*\).*/\1/p" "$1" | head -1; }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+. "$(dirname "$0")/common.sh"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1
 printf "%-11s %5s %10s %10s\n" config round "trm ms" "ref ms"
 for c in $CONFIGS; do
@@ -23,12 +22,12 @@ for c in $CONFIGS; do
     STEPS=$S WARMUP=$W COMPILE=true bash "$(dirname "$0")/gpu.sh" "$TRM" "$c" >$out/trm_${c}_$i.json 2>$out/trm.err
     python3 "$REF/ref_bench.py" "$REF" "$c" --compile --steps $((S * 2)) --warmup 5 >$out/ref_${c}_$i.json \
       2>$out/ref.err || tail -3 $out/ref.err
-    printf "%-11s %5s %10s %10s\n" "$c" "$i" "$(field $out/trm_${c}_$i.json ms_per_step_median)" \
-      "$(field $out/ref_${c}_$i.json step_ms_median)"
+    printf "%-11s %5s %10s %10s\n" "$c" "$i" "$(field ms_per_step_median $out/trm_${c}_$i.json)" \
+      "$(field step_ms_median $out/ref_${c}_$i.json)"
   done
-  t=$(for f in $out/trm_${c}_*.json; do field "$f" ms_per_step_median; done | median)
-  r=$(for f in $out/ref_${c}_*.json; do field "$f" step_ms_median; done | median)
+  t=$(for f in $out/trm_${c}_*.json; do field ms_per_step_median "$f"; done | median)
+  r=$(for f in $out/ref_${c}_*.json; do field step_ms_median "$f"; done | median)
   printf "%-11s median %9s %10s  reference / trm %s  (trm %s GiB, reference %s GB)\n" "$c" "$t" "$r" \
-    "$(python3 -c "print(f'{$r / $t:.3f}x')" 2>/dev/null)" "$(field $out/trm_${c}_1.json device_mem_gib)" \
-    "$(field $out/ref_${c}_1.json peak_mem_gb)"
+    "$(python3 -c "print(f'{$r / $t:.3f}x')" 2>/dev/null)" "$(field device_mem_gib $out/trm_${c}_1.json)" \
+    "$(field peak_mem_gb $out/ref_${c}_1.json)"
 done

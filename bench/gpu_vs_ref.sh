@@ -15,7 +15,7 @@ W=${WARMUP:-3}
 export PYTHONUNBUFFERED=1
 out=/tmp/gpu_vs_ref
 rm -rf $out && mkdir -p $out
-field() { sed -n "s/.*\"$2\": \([0-9.e+-]*\).*/\1/p" "$1" | head -1; }
+. "$(dirname "$0")/common.sh"
 STEPS=$S WARMUP=$W COMPILE="true false" bash "$(dirname "$0")/gpu.sh" "$TRM" $CONFIGS >$out/trm1.jsonl 2>$out/trm1.err
 for c in $CONFIGS; do
   python3 "$REF/ref_bench.py" "$REF" "$c" --compile --steps $((S * 2)) --warmup 5 >$out/ref_$c.json 2>$out/ref_$c.err ||
@@ -32,11 +32,11 @@ for c in $CONFIGS; do
   grep "\"$c\".*\"compile\": false" $out/trm1.jsonl >$out/b.json
   grep "\"$c\"" $out/trm2.jsonl >$out/c.json
   grep "\"$c\"" $out/trm3.jsonl >$out/d.json
-  t1=$(field $out/a.json ms_per_step_median) t2=$(field $out/c.json ms_per_step_median)
-  t0=$(field $out/b.json ms_per_step_median) mem=$(field $out/a.json device_mem_gib)
-  r=$(field $out/ref_$c.json step_ms_median) rm_=$(field $out/ref_$c.json peak_mem_gb)
+  t1=$(field ms_per_step_median $out/a.json) t2=$(field ms_per_step_median $out/c.json)
+  t0=$(field ms_per_step_median $out/b.json) mem=$(field device_mem_gib $out/a.json)
+  r=$(field step_ms_median $out/ref_$c.json) rm_=$(field peak_mem_gb $out/ref_$c.json)
   ratio=$(python3 -c "print(f'{$r / max($t1, $t2):.3f}')" 2>/dev/null)
   printf "%-11s %10s %10s %10s %10s %8s %9s %9s %10s %9s\n" "$c" "$t1" "$t2" "$t0" "$r" "${ratio}x" "$mem" "$rm_" \
-    "$(field $out/d.json ms_per_step_median)" "$(field $out/d.json device_mem_gib)"
+    "$(field ms_per_step_median $out/d.json)" "$(field device_mem_gib $out/d.json)"
 done
 echo "raw:"; cat $out/ref_*.json; cat $out/trm1.jsonl $out/trm3.jsonl

@@ -14,7 +14,7 @@ CONFIGS=("$@")
 W=${WORK:-/tmp/tvb}
 mkdir -p "$W/sudoku_csv" "$W/maze_csv"
 bench_dir=$(dirname "$0")
-field() { sed -n "s/.*\"$1\": \([0-9.e+-]*\).*/\1/p" | head -1; }
+. "$(dirname "$0")/common.sh"
 # the median examples/s of a pretrain log's status lines, the first three dropped
 rates() {
   grep -o '[0-9]* ex/s' "$1" | awk '{ print $1 }' | tail -n +4 | sort -g |
