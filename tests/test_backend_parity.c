@@ -101,6 +101,15 @@ static void *up(dmem *m, const void *host, size_t bytes) {
     return p;
 }
 
+/* how many of v[0..n) are not NaN: of a nan_buf/nan_act output read back, how many values a
+ * call wrote (counted, then checked once: a check per value costs a write to Check's pipe
+ * under CK_FORK, minutes over the fused passes' sizes) */
+static size_t written(const float *v, size_t n) {
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) w += !isnan(v[i]);
+    return w;
+}
+
 /* An output of n floats the op must fully write: NaN until it does. */
 static float *nan_buf(dmem *m, size_t n) {
     float *h = calloc(n ? n : 1, sizeof(float));
@@ -1843,11 +1852,10 @@ START_TEST(test_linear_norm) {
                     if (mode != 1) expect_rel(own, rdev, rown, nr, 1e-3);
                 }
                 /* declined: y as it was (NaN, or res in place); rstd untouched where NULL or
-                 * declined. Counted, then one check: a check per element costs a write to
-                 * Check's pipe each, minutes over these sizes. */
-                size_t wy = 0, wr = 0;
-                for (size_t i = 0; !done && i < ny; i++) wy += mode == 2 ? ydev[i] != res[i] : !isnan(ydev[i]);
-                for (size_t i = 0; (mode == 1 || !done) && i < nr; i++) wr += !isnan(rdev[i]);
+                 * declined (counted, then one check: written()) */
+                size_t wy = 0, wr = mode == 1 || !done ? written(rdev, nr) : 0;
+                for (size_t i = 0; !done && mode == 2 && i < ny; i++) wy += ydev[i] != res[i];
+                if (!done && mode != 2) wy = written(ydev, ny);
                 ck_assert_msg(!wy, "%s: declined but wrote %zu of y", what, wy);
                 ck_assert_msg(!wr, "%s: rstd written at %zu rows", what, wr);
                 dm_free(&md);
@@ -1866,9 +1874,7 @@ START_TEST(test_linear_norm) {
                                               TRM_BF16, rows, K, Dn, 1e-5f),
                       "linear_norm_fwd took D = %d", Dn);
         downa(&md, yh, ey, ny), down(&md, rh, er, (size_t)rows * sizeof(float));
-        size_t wy = 0, wr = 0;
-        for (size_t i = 0; i < ny; i++) wy += !isnan(yh[i]);
-        for (int i = 0; i < rows; i++) wr += !isnan(rh[i]);
+        size_t wy = written(yh, ny), wr = written(rh, (size_t)rows);
         ck_assert_msg(!wy && !wr, "linear_norm_fwd declined D = %d but wrote %zu of y, %zu of rstd", Dn, wy, wr);
         dm_free(&md);
         free(x), free(w), free(res), free(yh), free(rh);
