@@ -3,17 +3,17 @@
  * row. Apart, the product goes out to HBM and rmsnorm_fwd reads it back with the residual and
  * writes y: three row passes where this kernel makes two (res in, y out).
  *
- * A cluster of two blocks holds 128 rows × all 512 columns: each block a 256-column half (two
- * consumer warpgroups of 64 rows × 256, m64n256k16 products with fp32 sums in registers) and a
- * producer warpgroup, one thread of which streams x's and W's 64-column chunks through a ring
- * of stages by TMA, and the tile's residual half into a buffer of its own. The epilogue rounds
- * the product to bf16 as the GEMM would, adds the residual and rounds again (as rmsnorm_fwd
- * does), leaves that sum in the residual buffer in place of the residual, and sends the sum of
- * squares of its half of each row to the other block's shared memory (an mbarrier there counts
- * them): each row's total is then the two halves', the same bits in both blocks. The
- * normalised rows overwrite the sums and leave by TMA. Clusters are persistent: cluster c
- * takes row tiles c, c + clusters, ..., so that the next tile's first chunks load during an
- * epilogue. */
+ * A cluster of two blocks holds 128 rows × all 512 columns: each block a 256-column half. Per
+ * block: two consumer warpgroups of 64 rows × 256 (m64n256k16 products, fp32 sums in
+ * registers); one producer thread streaming x's and W's 64-column chunks through a ring of
+ * stages by TMA, and the tile's residual half into a buffer of its own; and three storer warps.
+ * The consumers' epilogue rounds the product to bf16 as the GEMM would, adds the residual
+ * (rounded as rmsnorm_fwd rounds it), leaves that sum in the buffer in place of the residual,
+ * and sends the sum of squares of its half of each row to the other block's shared memory (an
+ * mbarrier there counts them); then it goes on to the next tile's products. The storers scale
+ * the rows by the two halves' total (the same bits in both blocks) and send y out by TMA, and
+ * the buffer takes the next residual. Clusters are persistent: cluster c takes row tiles c, c +
+ * clusters, ..., so that the next tile's chunks load during an epilogue. */
 #include "common.cuh"
 #include "mma.cuh"
 
@@ -27,7 +27,8 @@
 #define LN_RES (LN_BM * LN_BN * 2)          /* the residual (then output) half tile: 4 boxes */
 #define LN_BOX (LN_BM * 128)                /* one box of 64 columns × 128 rows */
 #define LN_THREADS 384                      /* two consumer warpgroups and the producer's */
-#define LN_SMEM (1024 + LN_NS * LN_STAGE + LN_RES + 2 * LN_BM * 4 + 16 * 8)
+#define LN_STORERS 96                       /* warps 9–11: the scaling and the store */
+#define LN_SMEM (1024 + LN_NS * LN_STAGE + LN_RES + 5 * LN_BM * 4 + 16 * 8)
 
 #if defined(TRM_CUDA_SM90A)
 #if defined(TRM_WGMMA)
@@ -69,20 +70,56 @@ __device__ __forceinline__ void ln_wait_cluster(uint64_t *bar, int parity) {
                  "@!p bra WAIT_%=;\n}\n" ::"r"((uint32_t)__cvta_generic_to_shared(bar)), "r"(parity)
                  : "memory");
 }
-__device__ __forceinline__ float2 ln_unpack(uint32_t v) {
-    return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&v));
+/* bf16 pairs: a + b rounded once to bf16, as fp32's sum of two bf16 values rounded to bf16 (that
+ * sum is exact unless the smaller is far below the larger's last bit, where both round alike) */
+__device__ __forceinline__ uint32_t ln_add2(uint32_t a, uint32_t b) {
+    uint32_t r;
+    asm("add.rn.bf16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
+    return r;
 }
-/* a float rounded to bf16 and back, as a bf16 tensor stores it */
-__device__ __forceinline__ float ln_round(float v) { return to_f(from_f<bf16>(v)); }
+__device__ __forceinline__ float ln_lo(uint32_t v) { return __uint_as_float(v << 16); }
+__device__ __forceinline__ float ln_hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
+/* the epilogue's shared accesses, by address (volatile: kept in order among themselves; the
+ * barrier waits around them carry the memory clobbers) */
+__device__ __forceinline__ uint32_t ln_lds(uint32_t a) {
+    uint32_t v;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(a));
+    return v;
+}
+__device__ __forceinline__ void ln_sts(uint32_t a, uint32_t v) {
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v));
+}
+
+/* whether bar's phase of that parity has completed (mbar_wait without the wait) */
+__device__ __forceinline__ bool ln_done(uint64_t *bar, int parity) {
+    uint32_t ok;
+    asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(ok)
+                 : "r"((uint32_t)__cvta_generic_to_shared(bar)), "r"(parity)
+                 : "memory");
+    return ok != 0;
+}
+
+/* the tile's residual half into the buffer: 4 boxes of 64 columns */
+__device__ __forceinline__ void ln_load_res(const CUtensorMap *tmr, unsigned char *rbuf, uint64_t *rfull, int n0,
+                                            int tile) {
+    mbar_expect(rfull, LN_RES);
+#pragma unroll
+    for (int b = 0; b < LN_BN / 64; b++) tma_load_2d_nb(rbuf + b * LN_BOX, tmr, n0 + 64 * b, tile * LN_BM, rfull);
+}
 
 /* The producer: for each of the cluster's tiles, its K chunks into the ring (a stage refilled
- * once all 8 consumer warps are past it) and, after the first stages, the residual half tile
- * (once both warpgroups' stores of the last tile have read the buffer). */
+ * once all 8 consumer warps are past it) and the tile's residual half, once the storers have
+ * sent the last tile's y out of that buffer. The chunks do not wait for that: the residual goes
+ * out after the first chunk issued past the first stages that finds the buffer free, or after
+ * the tile's last chunk. */
 __device__ void ln_produce(const CUtensorMap *tmx, const CUtensorMap *tmw, const CUtensorMap *tmr,
                            unsigned char *ring, unsigned char *rbuf, uint64_t *full, uint64_t *empty,
                            uint64_t *rfull, uint64_t *rempty, int n0, int first, int step, int mtiles, int KC) {
     int slot = 0, phase = 0, rphase = 0, rat = KC < LN_NS ? KC - 1 : LN_NS - 1;
     for (int tile = first; tile < mtiles; tile += step) {
+        bool pending = true;
         for (int kc = 0; kc < KC; kc++) {
             mbar_wait(empty + slot, phase ^ 1);
             unsigned char *s = ring + slot * LN_STAGE;
@@ -90,45 +127,41 @@ __device__ void ln_produce(const CUtensorMap *tmx, const CUtensorMap *tmw, const
             tma_load_2d_nb(s, tmx, kc * 64, tile * LN_BM, full + slot);
             tma_load_2d_nb(s + LN_A, tmw, kc * 64, n0, full + slot);
             if (++slot == LN_NS) slot = 0, phase ^= 1;
-            if (kc != rat) continue;
-            mbar_wait(rempty, rphase ^ 1);
-            mbar_expect(rfull, LN_RES);
-#pragma unroll
-            for (int b = 0; b < LN_BN / 64; b++)
-                tma_load_2d_nb(rbuf + b * LN_BOX, tmr, n0 + 64 * b, tile * LN_BM, rfull);
-            rphase ^= 1;
+            if (pending && kc >= rat && ln_done(rempty, rphase ^ 1))
+                ln_load_res(tmr, rbuf, rfull, n0, tile), pending = false;
         }
+        if (pending) {
+            mbar_wait(rempty, rphase ^ 1);
+            ln_load_res(tmr, rbuf, rfull, n0, tile);
+        }
+        rphase ^= 1;
     }
 }
 
-/* where the epilogue's thread keeps its values j (j < 32) of local row r in the half tile's
- * residual buffer: box j / 8, row r, 16-byte chunk (j % 8) ^ (r % 8) (the 128-byte swizzle),
- * the lane's 4 bytes in it */
-__device__ __forceinline__ uint32_t *ln_at(unsigned char *rbuf, int j, int r, int lane) {
-    return reinterpret_cast<uint32_t *>(rbuf + (j >> 3) * LN_BOX + r * 128 + (((j & 7) ^ (r & 7)) << 4) +
-                                        4 * (lane & 3));
-}
-
-/* The epilogue of warpgroup wg's 64 rows: y = rms(res + bf16(d)) over both blocks' halves. The
- * thread's values are rows r and r + 8 (r = its warp's 16 rows, lane / 4), columns 8j + 2(lane
- * % 4) and the next, j < 32; at ln_at in the residual buffer the thread alone reads and writes
- * them: the residual, then the sum (kept there, not in registers: beside the 128 of d, 64 more
- * would spill), then y. */
-__device__ __forceinline__ void ln_epilogue(float (&d)[32][4], unsigned char *rbuf, float *xpart, uint64_t *xbar,
-                                            int it, uint32_t peer, int wg, int lane, int warp, float eps,
-                                            float *rstd, int row0, int rows, bool write_rstd) {
+/* The consumers' epilogue of warpgroup wg's 64 rows: the sums s = res + bf16(d) in place of the
+ * residual, and each row's sum of squares over this block's half, kept (xown) and sent to the
+ * other block (xpart there, an arrival on its xbar); the storers do the rest. The thread's
+ * values are rows r and r + 8 (r = its warp's 16 rows, lane / 4), columns 8j + 2(lane % 4) and
+ * the next, j < 32. In the residual buffer they lie in box j / 8, row r, 16-byte chunk (j % 8)
+ * ^ (r % 8) (the 128-byte swizzle; r and r + 8 alike), the lane's 4 bytes in it. The sums are
+ * bf16 pairs, one add.bf16x2 each (as the GEMM's bf16 output plus the residual, rounded as
+ * rmsnorm_fwd rounds it); only the squares are fp32. */
+__device__ __forceinline__ void ln_sums(float (&d)[32][4], unsigned char *rbuf, float *xown, float *xpart,
+                                        uint64_t *xbar, int it, uint32_t peer, int wg, int lane, int warp) {
     int r0 = wg * 64 + warp * 16 + (lane >> 2);
+    uint32_t base = (uint32_t)__cvta_generic_to_shared(rbuf) + r0 * 128 + 4 * (lane & 3), col[8];
+#pragma unroll
+    for (int c = 0; c < 8; c++) col[c] = base + ((c ^ (r0 & 7)) << 4);
     float ss[2] = {0.f, 0.f};
 #pragma unroll
     for (int j = 0; j < 32; j++) {
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
-            int r = r0 + 8 * hr;
-            uint32_t *p = ln_at(rbuf, j, r, lane);
-            float2 res = ln_unpack(*p);
-            float a = ln_round(ln_round(d[j][2 * hr]) + res.x), b = ln_round(ln_round(d[j][2 * hr + 1]) + res.y);
+            uint32_t at = col[j & 7] + (j >> 3) * LN_BOX + hr * 1024;
+            uint32_t v = ln_add2(pack_bf16(d[j][2 * hr], d[j][2 * hr + 1]), ln_lds(at));
+            float a = ln_lo(v), b = ln_hi(v);
             ss[hr] += a * a + b * b;
-            *p = pack_bf16(a, b);
+            ln_sts(at, v);
         }
     }
     int buf = it & 1;
@@ -138,27 +171,58 @@ __device__ __forceinline__ void ln_epilogue(float (&d)[32][4], unsigned char *rb
         ss[hr] += __shfl_xor_sync(0xffffffffu, ss[hr], 2);
     }
     if ((lane & 3) == 0) {
+        xown[buf * LN_BM + r0] = ss[0], xown[buf * LN_BM + r0 + 8] = ss[1];
         ln_st_peer(ln_peer(xpart + buf * LN_BM + r0, peer), ss[0]);
         ln_st_peer(ln_peer(xpart + buf * LN_BM + r0 + 8, peer), ss[1]);
         ln_arrive_peer(ln_peer(xbar + buf, peer));
     }
-    ln_wait_cluster(xbar + buf, (it >> 1) & 1);
-    float sc[2];
-#pragma unroll
-    for (int hr = 0; hr < 2; hr++) sc[hr] = rsqrtf((ss[hr] + xpart[buf * LN_BM + r0 + 8 * hr]) / (float)LN_D + eps);
-#pragma unroll
-    for (int j = 0; j < 32; j++)
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            int r = r0 + 8 * hr;
-            uint32_t *p = ln_at(rbuf, j, r, lane);
-            float2 s = ln_unpack(*p);
-            *p = pack_bf16(s.x * sc[hr], s.y * sc[hr]);
+}
+
+/* the storers' named barrier (ids 1 and 2 are the consumer warpgroups') */
+__device__ __forceinline__ void ln_bar_storers() { asm volatile("bar.sync 3, %0;\n" ::"n"(LN_STORERS) : "memory"); }
+
+/* The storers (thread t of LN_STORERS): for each tile, once both consumer warpgroups have left
+ * their sums in the buffer (sready) and the other block's half sums of squares have come (xbar),
+ * each row's scale (rstd, the same bits in both blocks: the two halves' sum), y = s·scale in
+ * place, 16 bytes (8 values of one row) at a time, and the half tile out by TMA; then the buffer
+ * is the producer's again (rempty). Meanwhile the consumers run the next tile's products. */
+__device__ void ln_store(const CUtensorMap *tmy, unsigned char *rbuf, const float *xown, const float *xpart,
+                         float *scs, uint64_t *sready, uint64_t *xbar, uint64_t *rempty, float *rstd, int rows,
+                         int n0, int first, int step, int mtiles, float eps, int t) {
+    uint32_t base = (uint32_t)__cvta_generic_to_shared(rbuf);
+    int it = 0;
+    for (int tile = first; tile < mtiles; tile += step, it++) {
+        int buf = it & 1, row0 = tile * LN_BM;
+        mbar_wait(sready, it & 1);
+        ln_wait_cluster(xbar + buf, (it >> 1) & 1);
+        for (int r = t; r < LN_BM; r += LN_STORERS) {
+            float sc = rsqrtf((xown[buf * LN_BM + r] + xpart[buf * LN_BM + r]) / (float)LN_D + eps);
+            scs[r] = sc;
+            if (rstd && row0 + r < rows) rstd[row0 + r] = sc;
         }
-    if (write_rstd && (lane & 3) == 0)
+        ln_bar_storers();
+#pragma unroll 2
+        for (int v = t; v < LN_RES / 16; v += LN_STORERS) {
+            uint32_t at = base + 16 * v, q[4];
+            float sc = scs[(v >> 3) & (LN_BM - 1)];
+            asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                         : "=r"(q[0]), "=r"(q[1]), "=r"(q[2]), "=r"(q[3]) : "r"(at));
 #pragma unroll
-        for (int hr = 0; hr < 2; hr++)
-            if (row0 + r0 + 8 * hr < rows) rstd[row0 + r0 + 8 * hr] = sc[hr];
+            for (int e = 0; e < 4; e++) q[e] = pack_bf16(ln_lo(q[e]) * sc, ln_hi(q[e]) * sc);
+            asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(at), "r"(q[0]), "r"(q[1]), "r"(q[2]),
+                         "r"(q[3]));
+        }
+        fence_async_smem(); /* the generic stores of y, read next by the TMA store */
+        ln_bar_storers();
+        if (t == 0) {
+#pragma unroll
+            for (int b = 0; b < LN_BN / 64; b++) tma_store_2d(tmy, rbuf + b * LN_BOX, n0 + 64 * b, row0);
+            tma_commit();
+            tma_wait_read();
+            mbar_arrive(rempty);
+        }
+    }
+    if (t == 0) tma_wait();
 }
 #endif
 
@@ -172,26 +236,31 @@ __global__ void __launch_bounds__(LN_THREADS, 1)
     unsigned char *ring = (unsigned char *)(((uintptr_t)ln_raw + 1023) & ~(uintptr_t)1023); /* swizzle atoms */
     unsigned char *rbuf = ring + LN_NS * LN_STAGE;
     float *xpart = (float *)(rbuf + LN_RES); /* [2][128]: the other block's sums, by tile parity */
-    uint64_t *full = (uint64_t *)(xpart + 2 * LN_BM), *empty = full + LN_NS, *rfull = empty + LN_NS,
-             *rempty = rfull + 1, *xbar = rempty + 1;
+    float *xown = xpart + 2 * LN_BM, *scs = xown + 2 * LN_BM; /* [2][128] this block's; [128] scales */
+    uint64_t *full = (uint64_t *)(scs + LN_BM), *empty = full + LN_NS, *rfull = empty + LN_NS,
+             *rempty = rfull + 1, *xbar = rempty + 1, *sready = xbar + 2;
     uint32_t rank = ln_cluster_rank(), peer = rank ^ 1;
     int n0 = (int)rank * LN_BN, first = blockIdx.x >> 1, step = gridDim.x >> 1;
     int mtiles = (rows + LN_BM - 1) / LN_BM, KC = (K + 63) / 64;
     if (threadIdx.x == 0) {
         for (int s = 0; s < LN_NS; s++) mbar_init(full + s, 1), mbar_init(empty + s, 8);
-        mbar_init(rfull, 1), mbar_init(rempty, 2);
+        mbar_init(rfull, 1), mbar_init(rempty, 1), mbar_init(sready, 256);
         mbar_init(xbar, 64), mbar_init(xbar + 1, 64); /* the other block's 64 row-quad leaders */
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     ln_cluster_sync(); /* both blocks' barriers initialised before either arrives on the other's */
     if (threadIdx.x >= 256) {
-        /* the producer's warpgroup hands its registers to the consumers' sums (at the launch's
-         * 168 a thread the consumers spill) */
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        /* the producer's warpgroup (one producer thread, three storer warps) hands registers to
+         * the consumers' sums (at the launch's 168 a thread the consumers spill; the storers
+         * spill below 56) */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
         if (threadIdx.x == 256)
             ln_produce(&tmx, &tmw, &tmr, ring, rbuf, full, empty, rfull, rempty, n0, first, step, mtiles, KC);
+        else if (threadIdx.x >= LN_THREADS - LN_STORERS)
+            ln_store(&tmy, rbuf, xown, xpart, scs, sready, xbar, rempty, rank == 0 ? rstd : nullptr, rows, n0, first,
+                     step, mtiles, eps, threadIdx.x - (LN_THREADS - LN_STORERS));
     } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
         int wg = threadIdx.x >> 7, tid = threadIdx.x & 127, lane = tid & 31, warp = tid >> 5;
         float d[32][4];
         int slot = 0, phase = 0, rphase = 0, it = 0;
@@ -215,20 +284,9 @@ __global__ void __launch_bounds__(LN_THREADS, 1)
             if (lane == 0) mbar_arrive(empty + prev);
             mbar_wait(rfull, rphase);
             rphase ^= 1;
-            ln_epilogue(d, rbuf, xpart, xbar, it, peer, wg, lane, warp, eps, rstd, tile * LN_BM, rows,
-                        rstd && rank == 0);
-            fence_async_smem(); /* the generic stores of y, read next by the TMA store */
-            wg_bar(wg);
-            if (tid == 0) {
-#pragma unroll
-                for (int b = 0; b < LN_BN / 64; b++)
-                    tma_store_2d(&tmy, rbuf + b * LN_BOX + wg * 64 * 128, n0 + 64 * b, tile * LN_BM + wg * 64);
-                tma_commit();
-                tma_wait_read();
-                mbar_arrive(rempty);
-            }
+            ln_sums(d, rbuf, xown, xpart, xbar, it, peer, wg, lane, warp);
+            mbar_arrive(sready);
         }
-        if (tid == 0) tma_wait();
     }
     __syncwarp();
     ln_cluster_sync(); /* neither block leaves while the other may still send it sums */
@@ -276,7 +334,7 @@ int k_linear_norm_fwd(cudaStream_t st, void *tma_encode, int clusters, void *y, 
         return 0;
     CUtensorMap tmx, tmw, tmr, tmy;
     if (!tma_map_2d(&tmx, tma_encode, x, rows, K, ldx, LN_BM) || !tma_map_2d(&tmw, tma_encode, w, D, K, ldw, LN_BN) ||
-        !tma_map_2d(&tmr, tma_encode, res, rows, D, D, LN_BM) || !tma_map_2d(&tmy, tma_encode, y, rows, D, D, 64))
+        !tma_map_2d(&tmr, tma_encode, res, rows, D, D, LN_BM) || !tma_map_2d(&tmy, tma_encode, y, rows, D, D, LN_BM))
         return 0;
     int mtiles = (rows + LN_BM - 1) / LN_BM;
     if (clusters > mtiles) clusters = mtiles;
