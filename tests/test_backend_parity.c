@@ -1803,9 +1803,6 @@ static void linear_norm_ops(trm_backend *b, const float *x, const float *w, cons
  * (y over res). Hopper must take them all; elsewhere a declined call leaves y and rstd as they
  * were. */
 START_TEST(test_linear_norm) {
-    /* cuda's kernel is opt-in for training until it is timed (backend_cuda.cu); the test runs
-     * it unless TRM_LINEAR_NORM=0 is asked for */
-    setenv("TRM_LINEAR_NORM", "1", 0);
     pair p = open_pair();
     if (!p.dev->linear_norm_fwd) {
         printf("test_backend_parity: %s has no fused linear + norm\n", p.dev->name);

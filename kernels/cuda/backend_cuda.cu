@@ -678,10 +678,9 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     if (!env_flag("TRM_ATT_BWD_ROPE", 1)) b->attention_bwd_rope = NULL;
     /* TRM_TOKEN_MLP=0: mlp_t's unsaved token mixers through the separate ops (for measuring) */
     if (!env_flag("TRM_TOKEN_MLP", 1)) b->token_mlp_fwd = NULL;
-    /* TRM_LINEAR_NORM=1: the output and down projections with the norm in their epilogue. Off
-     * until timed beside the two passes on a Hopper (bench/README.md, issue 28: it passed
-     * parity on an H200 in the session that wrote it, which had no device time left to time it) */
-    if (!env_flag("TRM_LINEAR_NORM", 0)) b->linear_norm_fwd = NULL;
+    /* TRM_LINEAR_NORM=0: the output and down projections as a GEMM and rmsnorm_fwd's pass
+     * (for measuring) instead of one kernel with the norm in its epilogue */
+    if (!env_flag("TRM_LINEAR_NORM", 1)) b->linear_norm_fwd = NULL;
     /* its occupancy query and shared memory limit only where it may run */
     c->ln_clusters = b->linear_norm_fwd && c->gate_up_tma ? k_linear_norm_clusters() : 0;
     /* TRM_ATT_FWD_ROPE=0: RoPE as its own pass before the attention forward (for measuring) */
