@@ -5,6 +5,8 @@
 #  2. in bfloat16 with attention (head dim 64) and hidden 256, 50 steps: the one-pass attention backward (dQ
 #     summed by reductions, the default on Hopper) run to run and against the deterministic two
 #     passes (TRM_DETERMINISTIC=1), and those with compile on against off;
+#  2b. at hidden 512 (the width of the fused output and down projections), compile on against
+#     off, and the fused projections against the GEMM and norm pass apart;
 #  3. recompute=gate_up and recompute=all against none, bfloat16, deterministic attention and
 #     the library's first GEMM algorithms, for mlp_t (the preset) and attention at hidden 256:
 #     the same losses (on Hopper gate_up runs the gate/up product again inside the SwiGLU
@@ -51,6 +53,17 @@ TRM_DETERMINISTIC=1 run d0_bfloat16 cuda false bfloat16 50 $ATT || true
 cmp "attention, one-pass backward run to run" bfloat16 a1_bfloat16 a2_bfloat16
 cmp "attention, one-pass vs deterministic backward" bfloat16 a1_bfloat16 d1_bfloat16
 cmp "attention, deterministic backward, compile on vs off" bfloat16 d1_bfloat16 d0_bfloat16
+# hidden 512: on Hopper the output and down projections then run with the norm in their
+# epilogue (linear_norm_fwd): compile on against off (0), and against the GEMM and norm pass
+# apart (TRM_LINEAR_NORM=0: each row's sum of squares in another order, so the first step's
+# loss differs in its 5th digit and 50 steps carry that as far as any last-bit change: on an
+# H200 as far as the one-pass attention backward against the deterministic one)
+W512="arch.hidden_size=512 arch.num_heads=8 arch.mlp_t=False arch.pos_encodings=rope"
+TRM_DETERMINISTIC=1 run w1_bfloat16 cuda true bfloat16 50 $W512 || true
+TRM_DETERMINISTIC=1 run w0_bfloat16 cuda false bfloat16 50 $W512 || true
+TRM_DETERMINISTIC=1 TRM_LINEAR_NORM=0 run wn_bfloat16 cuda true bfloat16 50 $W512 || true
+cmp "hidden 512, compile on vs off" bfloat16 w1_bfloat16 w0_bfloat16
+cmp "hidden 512, norm in the epilogue vs apart" bfloat16 w1_bfloat16 wn_bfloat16
 export TRM_DETERMINISTIC=1
 for r in none gate_up all; do
   run "rm_$r" cuda true bfloat16 50 recompute=$r || true
