@@ -79,8 +79,9 @@ __device__ __forceinline__ uint32_t ln_add2(uint32_t a, uint32_t b) {
 }
 __device__ __forceinline__ float ln_lo(uint32_t v) { return __uint_as_float(v << 16); }
 __device__ __forceinline__ float ln_hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
-/* the epilogue's shared accesses, by address (volatile: kept in order among themselves; the
- * barrier waits around them carry the memory clobbers) */
+/* the epilogue's shared accesses, by address. No C++ access touches the buffer, so no memory
+ * clobber: being volatile keeps them in order with the other volatile asm (the barrier
+ * waits and arrivals, the wgmma fences), which is all the order they need. */
 __device__ __forceinline__ uint32_t ln_lds(uint32_t a) {
     uint32_t v;
     asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(a));
