@@ -6,7 +6,8 @@
 #     summed by reductions, the default on Hopper) run to run and against the deterministic two
 #     passes (TRM_DETERMINISTIC=1), and those with compile on against off;
 #  2b. at hidden 512 (the width of the fused output and down projections), compile on against
-#     off, and the fused projections against the GEMM and norm pass apart;
+#     off, recompute=all against none, and the fused projections against the GEMM and norm
+#     pass apart;
 #  3. recompute=gate_up and recompute=all against none, bfloat16, deterministic attention and
 #     the library's first GEMM algorithms, for mlp_t (the preset) and attention at hidden 256:
 #     the same losses (on Hopper gate_up runs the gate/up product again inside the SwiGLU
@@ -63,7 +64,9 @@ TRM_DETERMINISTIC=1 run w1_bfloat16 cuda true bfloat16 50 $W512 || true
 TRM_DETERMINISTIC=1 run w0_bfloat16 cuda false bfloat16 50 $W512 || true
 TRM_DETERMINISTIC=1 TRM_LINEAR_NORM=0 run wn_bfloat16 cuda true bfloat16 50 $W512 || true
 cmp "hidden 512, compile on vs off" bfloat16 w1_bfloat16 w0_bfloat16
+TRM_DETERMINISTIC=1 run wr_bfloat16 cuda true bfloat16 50 $W512 recompute=all || true
 cmp "hidden 512, norm in the epilogue vs apart" bfloat16 w1_bfloat16 wn_bfloat16
+cmp "hidden 512, recompute=all vs none (the fused kernel's same bits again)" bfloat16 wr_bfloat16 w1_bfloat16
 export TRM_DETERMINISTIC=1
 for r in none gate_up all; do
   run "rm_$r" cuda true bfloat16 50 recompute=$r || true
