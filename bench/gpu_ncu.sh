@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Nsight Compute on the kernels of one bench/gpu.sh config: one warm-up step and one timed step,
 # compile off (each op its own launch), the clocks left alone (the device library's METHOD.md).
-# Takes the first COUNT launches whose name matches REGEX after the warm-up's GEMM tuning, and
-# prints for each its duration, DRAM, L2 and SM throughput and what its warps wait on most.
+# Takes the first COUNT launches whose name matches REGEX (the warm-up step's, the same kernels
+# on the same shapes), and prints for each its duration, DRAM, L2 and SM throughput and what its
+# warps wait on most.
 # SOURCE=1 also profiles the first such launch with every section and prints the SASS lines with
 # the most stall samples: where in the kernel the time goes.
 # usage: bench/gpu_ncu.sh TRM_BINARY CONFIG REGEX [COUNT (2)]   env: OUT (/tmp/gpu_ncu), SOURCE
