@@ -93,6 +93,7 @@ typedef struct {
     void *nccl; /* the run's NCCL communicator, once comm_init ran */
     int wgmma;  /* attention on Hopper's warpgroup products (TRM_FLASH_WGMMA=0: the mma.sync kernels) */
     void *gate_up_tma; /* the Hopper gate/up + SwiGLU kernel's TMA encoder; NULL: none, or TRM_GATE_UP_WGMMA=0 (cuBLASLt + SwiGLU) */
+    void *flash_tma;   /* the same encoder for the short RoPE attention forward; NULL: TRM_FLASH_TMA=0 */
     int deterministic; /* TRM_DETERMINISTIC=1: attention's backward in two passes, no reductions in memory */
     int ln_clusters;   /* clusters the linear + norm kernel runs at once (0: it cannot run here) */
 } cuda_ctx;
@@ -444,7 +445,7 @@ static void cuda_attention_fwd(trm_backend *b, void *out, float *lse, const void
 static int cuda_attention_fwd_rope(trm_backend *b, void *out, float *lse, void *qkv, const float *cs, const float *sn,
                                    int B, int T, int H, int hd, int keep) {
     if (B <= 0 || T <= 0 || H <= 0 || DT(b) != TRM_BF16 || !k_flash_ok(qkv, out, hd)) return 0;
-    return k_flash_fwd_rope(ST(b), CTX(b)->wgmma, out, lse, qkv, B, T, H, cs, sn, keep);
+    return k_flash_fwd_rope(ST(b), CTX(b)->wgmma, CTX(b)->flash_tma, out, lse, qkv, B, T, H, cs, sn, keep);
 }
 
 /* The attention backward; with rotary tables (rc, rs) the rotation's transpose of dq and dk too,
@@ -669,6 +670,8 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     c->wgmma = env_flag("TRM_FLASH_WGMMA", 1) && k_flash_wgmma();
     c->deterministic = env_flag("TRM_DETERMINISTIC", 0);
     c->gate_up_tma = env_flag("TRM_GATE_UP_WGMMA", 1) ? k_gate_up_wgmma() : NULL;
+    /* TRM_FLASH_TMA=0: the short RoPE forward by cp.async, tables from L2 (for measuring) */
+    c->flash_tma = c->wgmma && env_flag("TRM_FLASH_TMA", 1) ? k_gate_up_wgmma() : NULL;
 #define CUDA_OP(op) b->op = cuda_##op;
     /* every op, the optional ones included, but the command-stream counters (stream_stats: NULL) */
     TRM_OPS_REQUIRED(CUDA_OP) TRM_OPS_FUSED(CUDA_OP) TRM_OPS_FUSED_GPU(CUDA_OP) TRM_OPS_BF16_ACTS(CUDA_OP) TRM_OPS_COMPILE(CUDA_OP)

@@ -189,9 +189,10 @@ void k_flash_fwd(cudaStream_t st, int wgmma, void *out, float *lse, const void *
 /* the Hopper forward with RoPE applied to q and k as they arrive (backend.h: attention_fwd_rope);
  * with keep, the rotated q and k written back over qkv's. Only where one block holds a head's
  * rows (T ≤ 128): else each of a head's blocks would rotate all its keys again. 0, nothing done,
- * where it does not run (mma.sync, or a longer T). */
-int k_flash_fwd_rope(cudaStream_t st, int wgmma, void *out, float *lse, void *qkv, int B, int T, int H,
-                     const float *cs, const float *sn, int keep);
+ * where it does not run (mma.sync, or a longer T). tma_encode (k_gate_up_wgmma's; NULL: not
+ * used): the copies by TMA, tables included. */
+int k_flash_fwd_rope(cudaStream_t st, int wgmma, void *tma_encode, void *out, float *lse, void *qkv, int B, int T,
+                     int H, const float *cs, const float *sn, int keep);
 /* one_pass (wgmma only; else the deterministic two passes): dqacc is a zeroed buffer of
  * k_flash_dq_bytes through which the backward sums dQ, or NULL where that is 0 (one block holds
  * every key of a head and writes its dQ itself) */
