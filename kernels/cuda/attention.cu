@@ -393,7 +393,7 @@ __global__ void __launch_bounds__(128 * WG) flash_fwd_wg_kernel(bf16 *out, float
                                                                    const float *sn = nullptr) {
 #if defined(TRM_WGMMA)
     extern __shared__ unsigned char fw_raw[];
-    bf16 *sKV = (bf16 *)(((uintptr_t)fw_raw + 1023) & ~(uintptr_t)1023); /* swizzle atoms are 1 KiB aligned */
+    bf16 *sKV = (bf16 *)smem_align1024(fw_raw); /* swizzle atoms are 1 KiB aligned */
     bf16 *sQ = sKV + FW_NS * 2 * FW_TILE;
     int h = blockIdx.y, b = blockIdx.z, wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3;
     int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
@@ -507,7 +507,7 @@ __global__ void __launch_bounds__(256, 2)
                            float sl2) {
 #if defined(TRM_WGMMA)
     extern __shared__ unsigned char fs_raw[];
-    bf16 *sQ = (bf16 *)(((uintptr_t)fs_raw + 1023) & ~(uintptr_t)1023), *sK = sQ + FS_TILE, *sV = sK + FS_TILE;
+    bf16 *sQ = (bf16 *)smem_align1024(fs_raw), *sK = sQ + FS_TILE, *sV = sK + FS_TILE;
     int TR = (T + 7) & ~7;
     float *sC = (float *)(sV + FS_TILE), *sS = sC + TR * FA_D;
     uint64_t *bar = (uint64_t *)(sS + TR * FA_D);
@@ -655,7 +655,7 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_q_wg_kernel(bf16 *dqkv, co
                                                                   float sl2, float scale) {
 #if defined(TRM_WGMMA)
     extern __shared__ unsigned char fw_raw[];
-    bf16 *sKV = (bf16 *)(((uintptr_t)fw_raw + 1023) & ~(uintptr_t)1023);
+    bf16 *sKV = (bf16 *)smem_align1024(fw_raw);
     bf16 *sQ = sKV + FW_NS * 2 * FQ_TILE, *sO = sQ + WG * FW_TILE; /* swizzled, 64 rows a warpgroup */
     int h = blockIdx.y, b = blockIdx.z, wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3;
     int g = (threadIdx.x & 31) >> 2;
@@ -872,7 +872,7 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, f
                                                                    const float *rcs, const float *rsn) {
 #if defined(TRM_WGMMA)
     extern __shared__ unsigned char fw_raw[];
-    bf16 *sQO = (bf16 *)(((uintptr_t)fw_raw + 1023) & ~(uintptr_t)1023);
+    bf16 *sQO = (bf16 *)smem_align1024(fw_raw);
     bf16 *sK = sQO + FW_NS * 2 * FK_TILE, *sV = sK + WG * FW_TILE; /* swizzled, 64 rows a warpgroup */
     bf16 *sDS = sV + WG * FW_TILE;                                  /* DQ: a warpgroup's dSᵀ tile */
     float *sLD = (float *)(sDS + !!DQ * WG * FK_TILE);

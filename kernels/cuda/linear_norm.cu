@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(LN_THREADS, 1)
                        int rows, int K, float eps) {
 #if defined(TRM_WGMMA)
     extern __shared__ unsigned char ln_raw[];
-    unsigned char *ring = (unsigned char *)(((uintptr_t)ln_raw + 1023) & ~(uintptr_t)1023); /* swizzle atoms */
+    unsigned char *ring = smem_align1024(ln_raw); /* swizzle atoms */
     unsigned char *rbuf = ring + LN_NS * LN_STAGE;
     float *xpart = (float *)(rbuf + LN_RES); /* [2][128]: the other block's sums, by tile parity */
     float *xown = xpart + 2 * LN_BM, *scs = xown + 2 * LN_BM; /* [2][128] this block's; [128] scales */

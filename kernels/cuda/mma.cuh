@@ -62,6 +62,12 @@ __device__ __forceinline__ void cp_async_swz(bf16 *tile, const bf16 *src, size_t
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(g), "r"(ok ? 16 : 0));
     }
 }
+/* Dynamic shared memory from raw on, rounded up to a 1024-byte boundary (the swizzle atoms), by
+ * pointer arithmetic on raw itself: a pointer made from an integer is generic, and the loads and
+ * stores through it then take the generic path (LD/ST, not LDS/STS). */
+__device__ __forceinline__ unsigned char *smem_align1024(unsigned char *raw) {
+    return raw + ((1024u - ((uint32_t)__cvta_generic_to_shared(raw) & 1023u)) & 1023u);
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 

@@ -338,7 +338,7 @@ __global__ void __launch_bounds__(128 * GW_WG, 1)
                       bf16 *gu, const bf16 *w, int ldw, int rows, int I, int K, int parts) {
 #if defined(TRM_WGMMA)
     extern __shared__ unsigned char gw_raw[];
-    bf16 *sW = (bf16 *)(((uintptr_t)gw_raw + 1023) & ~(uintptr_t)1023); /* swizzle atoms are 1 KiB */
+    bf16 *sW = (bf16 *)smem_align1024(gw_raw); /* swizzle atoms are 1 KiB */
     int KC = (K + 63) / 64, slices = I / 64, wg = threadIdx.x >> 7, tid = threadIdx.x & 127;
     int n0 = (blockIdx.x % slices) * 64, part = blockIdx.x / slices;
     bf16 *sX = sW + KC * 2 * GW_CHUNK + wg * GW_NS * GW_CHUNK;

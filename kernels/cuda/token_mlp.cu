@@ -82,7 +82,7 @@ __global__ void TM_BOUNDS
      * in x and in the weights' boxes) */
     constexpr int NJ = NO / 8, KS = (NO + 15) / 16, DBYTES = NO * 128;
     extern __shared__ unsigned char tm_raw[];
-    unsigned char *sW = (unsigned char *)(((uintptr_t)tm_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *sW = smem_align1024(tm_raw);
     unsigned char *sD = sW + TM_NG * TM_GST, *sX = sD + TM_ND * TM_DST; /* warpgroup w's x tiles: sX + (2w + i)·TM_XT */
     uint64_t *full = (uint64_t *)(sX + TM_WG * 2 * TM_XT), *empty = full + TM_NG + TM_ND;
     uint64_t *xfull = empty + TM_NG + TM_ND;
