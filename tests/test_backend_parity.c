@@ -1745,6 +1745,95 @@ START_TEST(test_gate_up_swiglu_bwd) {
 }
 END_TEST
 
+/* ---- the down projection's input gradient with the SwiGLU backward ------------------------- */
+
+/* down_swiglu_bwd's composition on b for a case c = {rows, I, K, ldy, act} on the bf16-exact dy
+ * (rows × ldy), W (K × (I + 8)) and gu (rows × 2I): dact = dy·W by gemm (the reference in fp32,
+ * its product rounded to bf16 as the device's gemm writes it), then swiglu_bwd: dgu and act. */
+static void down_swiglu_ops(trm_backend *b, int ref, const float *dy, const float *w, const float *gu, const int c[5],
+                            float *dgu, float *act) {
+    int rows = c[0], I = c[1], K = c[2], ldy = c[3];
+    size_t na = (size_t)rows * I;
+    dmem m = {.b = b};
+    void *dact = nan_act(&m, na), *dg = nan_act(&m, 2 * na), *da = nan_act(&m, na);
+    trm_gemm_dt dt = ref ? TR_F32x3 : (trm_gemm_dt){TRM_BF16, TRM_BF16, TRM_BF16};
+    b->gemm(b, dt, 0, 0, rows, I, K, 1.0f, upa(&m, dy, (size_t)rows * ldy), ldy, 0, upa(&m, w, (size_t)K * (I + 8)),
+            I + 8, 0, 0.0f, dact, I, 0, 1);
+    if (ref) {
+        float *t = malloc(na * sizeof(float));
+        downa(&m, t, dact, na);
+        round_bf16(t, na);
+        dact = upa(&m, t, na);
+        free(t);
+    }
+    b->swiglu_bwd(b, dg, da, dact, upa(&m, gu, 2 * na), rows, I);
+    downa(&m, dgu, dg, 2 * na), downa(&m, act, da, na);
+    dm_free(&m);
+}
+
+/* Where the device has it: dact = dy·W and the SwiGLU backward in one pass against the
+ * reference's composition and the device's own gemm + swiglu_bwd. Cases {rows, I, K, ldy, act}:
+ * rows past a tile with dy's rows strided; one row at K = 200 (not a multiple of the 64-column
+ * chunks); act not written; 40000 rows at the model's I = 1536, K = 512 (a block runs many
+ * tiles: the ring's and the buffers' phases carried across them). Hopper must take them all;
+ * I not a multiple of 128 is declined with nothing written. */
+START_TEST(test_down_swiglu_bwd) {
+    pair p = open_pair();
+    if (!p.dev->down_swiglu_bwd || !bf16_acts(&p)) {
+        printf("test_backend_parity: %s has no fused down product + SwiGLU backward\n", p.dev->name);
+        close_pair(&p);
+        return;
+    }
+    tr_rng r = {53};
+    int cases[][5] = {{300, 128, 512, 520, 1}, {1, 256, 200, 200, 1}, {333, 384, 136, 136, 0}, {40000, 1536, 512, 512, 1}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int rows = cases[k][0], I = cases[k][1], K = cases[k][2], ldy = cases[k][3], keep = cases[k][4];
+        size_t ny = (size_t)rows * ldy, nw = (size_t)K * (I + 8), na = (size_t)rows * I;
+        double a = 3.0 / sqrt((double)K);
+        float *dy = frand(&r, ny, -1, 1), *w = frand(&r, nw, -a, a), *gu = frand(&r, 2 * na, -4, 4);
+        round_bf16(dy, ny), round_bf16(w, nw), round_bf16(gu, 2 * na);
+        float *gref = malloc(2 * na * sizeof(float)), *aref = malloc(na * sizeof(float));
+        float *gown = malloc(2 * na * sizeof(float)), *aown = malloc(na * sizeof(float));
+        float *gdev = malloc(2 * na * sizeof(float)), *adev = malloc(na * sizeof(float));
+        down_swiglu_ops(p.ref, 1, dy, w, gu, cases[k], gref, aref);
+        down_swiglu_ops(p.dev, 0, dy, w, gu, cases[k], gown, aown);
+        dmem md = {.b = p.dev};
+        void *eg = nan_act(&md, 2 * na), *ea = nan_act(&md, na);
+        int done = p.dev->down_swiglu_bwd(p.dev, eg, keep ? ea : NULL, upa(&md, dy, ny), ldy, upa(&md, w, nw), I + 8,
+                                          TRM_BF16, upa(&md, gu, 2 * na), rows, I, K);
+        char what[128];
+        snprintf(what, sizeof what, "down_swiglu_bwd rows=%d I=%d K=%d ldy=%d%s", rows, I, K, ldy, keep ? "" : " act NULL");
+        ck_assert_msg(done || !expect_hopper(), "%s: not taken", what);
+        downa(&md, gdev, eg, 2 * na), downa(&md, adev, ea, na);
+        if (done) {
+            expect_rel(what, gdev, gref, 2 * na, TOL_ACT16);
+            char own[160];
+            snprintf(own, sizeof own, "%s against the device's ops", what);
+            expect_rel(own, gdev, gown, 2 * na, TOL_ACT16);
+            if (keep) expect_rel(what, adev, aref, na, TOL_ACT16), expect_rel(own, adev, aown, na, TOL_ACT16);
+        }
+        size_t wa = !keep || !done ? written(adev, na) : 0, wg = !done ? written(gdev, 2 * na) : 0;
+        ck_assert_msg(!wa && !wg, "%s: wrote %zu of act, %zu of dgu where it should not", what, wa, wg);
+        dm_free(&md);
+        free(dy), free(w), free(gu), free(gref), free(aref), free(gown), free(aown), free(gdev), free(adev);
+    }
+    /* I = 192 (not whole 128-column tiles): left to the caller, nothing written */
+    int rows = 64, I = 192, K = 64;
+    dmem md = {.b = p.dev};
+    float *dy = frand(&r, (size_t)rows * K, -1, 1), *w = frand(&r, (size_t)K * I, -0.3, 0.3);
+    float *gu = frand(&r, (size_t)rows * 2 * I, -1, 1), *gh = malloc((size_t)rows * 2 * I * sizeof(float));
+    void *eg = nan_act(&md, (size_t)rows * 2 * I);
+    ck_assert_msg(!p.dev->down_swiglu_bwd(p.dev, eg, NULL, upa(&md, dy, (size_t)rows * K), K, upa(&md, w, (size_t)K * I),
+                                          I, TRM_BF16, upa(&md, gu, (size_t)rows * 2 * I), rows, I, K),
+                  "down_swiglu_bwd took I = %d", I);
+    downa(&md, gh, eg, (size_t)rows * 2 * I);
+    ck_assert_msg(!written(gh, (size_t)rows * 2 * I), "down_swiglu_bwd declined I = %d but wrote dgu", I);
+    dm_free(&md);
+    free(dy), free(w), free(gu), free(gh);
+    close_pair(&p);
+}
+END_TEST
+
 /* ---- the output and down projections with the residual and norm -------------------------- */
 
 /* linear_norm_fwd's composition on the reference for a case c = {rows, K, ldx, ldw} on the
@@ -1951,6 +2040,7 @@ static Suite *parity_suite(void) {
     tcase_add_test(tn, test_gate_up_swiglu);
     tcase_add_test(tn, test_linear_norm);
     tcase_add_test(tn, test_gate_up_swiglu_bwd);
+    tcase_add_test(tn, test_down_swiglu_bwd);
     tcase_add_test(tn, test_token_mlp_fwd);
     tcase_add_test(tn, test_rmsnorm_t);
     tcase_add_test(tn, test_attention_fwd_rope);

@@ -249,7 +249,7 @@ trm_backend *trm_cpu_backend_create(int index, trm_err *e) {
      * gate/up or down product decline where trm's own GEMM does not run), memory info, and the
      * collectives where MPI is built in; the bf16-activation and compile groups stay NULL */
 #define CPU_OP(op) be->op = cpu_##op;
-    TRM_OPS_REQUIRED(CPU_OP) TRM_OPS_FUSED(CPU_OP) TRM_OPS_FUSED_CPU(CPU_OP) TRM_OPS_MEM_INFO(CPU_OP)
+    TRM_OPS_REQUIRED(CPU_OP) TRM_OPS_FUSED(CPU_OP) TRM_OPS_MEM_INFO(CPU_OP)
 #ifdef TRM_HAVE_MPI
     TRM_OPS_DISTRIBUTED(CPU_OP)
 #endif

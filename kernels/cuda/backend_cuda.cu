@@ -74,7 +74,7 @@ typedef struct {
     size_t bytes;
 } scratch_buf;
 
-enum { SCR_ATT_S, SCR_ATT_DP, SCR_ATT_DR, SCR_ATT_DQ, SCR_EMBED, SCR_LOSS, SCR_BF16_A, SCR_BF16_B, SCR_TUNE, SCR_COUNT };
+enum { SCR_ATT_S, SCR_ATT_DP, SCR_ATT_DR, SCR_ATT_DQ, SCR_EMBED, SCR_LOSS, SCR_BF16_A, SCR_BF16_B, SCR_TUNE, SCR_WT, SCR_COUNT };
 
 /* GEMM precision of a plan: fp32; bf16 tensor cores reading fp32 operands; bf16 operands (bf16
  * activations and weights, or fp32 ones converted just before the product). Accumulation is
@@ -376,6 +376,14 @@ static int cuda_gate_up_swiglu_bwd(trm_backend *b, void *dgu, void *act, const v
                                    const void *W, int ldw, int wdt, int rows, int I, int K) {
     if (DT(b) != TRM_BF16 || wdt != TRM_BF16) return 0;
     return k_gate_up_swiglu_bwd(ST(b), CTX(b)->gate_up_tma, dgu, act, dact, x, ldx, W, ldw, rows, I, K);
+}
+/* dact = dy·W and the SwiGLU backward in one Hopper kernel, bf16 activations and weights; W's
+ * transpose in a work buffer */
+static int cuda_down_swiglu_bwd(trm_backend *b, void *dgu, void *out, const void *dy, int ldy, const void *W, int ldw,
+                                int wdt, const void *gu, int rows, int I, int K) {
+    if (DT(b) != TRM_BF16 || wdt != TRM_BF16 || rows < 1 || I < 1 || K < 1) return 0;
+    void *wt = scratch(b, SCR_WT, (size_t)I * K * 2);
+    return k_down_swiglu_bwd(ST(b), CTX(b)->gate_up_tma, dgu, out, dy, ldy, W, ldw, wt, gu, rows, I, K);
 }
 static void cuda_rmsnorm_t_fwd(trm_backend *b, void *y, float *rstd, const void *xT, const void *resT, int B, int T,
                                int Tp, int D, float eps) {
@@ -686,6 +694,9 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     if (!env_flag("TRM_LINEAR_NORM", 1)) b->linear_norm_fwd = NULL;
     /* its occupancy query and shared memory limit only where it may run */
     c->ln_clusters = b->linear_norm_fwd && c->gate_up_tma ? k_linear_norm_clusters() : 0;
+    /* TRM_DOWN_SWIGLU=0: the down projection's dact by cuBLASLt, then swiglu_bwd's pass (for
+     * measuring) */
+    if (!env_flag("TRM_DOWN_SWIGLU", 1) || !c->gate_up_tma || !k_down_swiglu_ok()) b->down_swiglu_bwd = NULL;
     /* TRM_ATT_FWD_ROPE=0: RoPE as its own pass before the attention forward (for measuring) */
     if (!env_flag("TRM_ATT_FWD_ROPE", 1)) b->attention_fwd_rope = NULL;
     /* TRM_NORM_T=0: mlp_t's norm over T between two transposes (for measuring) */

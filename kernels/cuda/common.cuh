@@ -161,6 +161,13 @@ void *k_gate_up_wgmma(void);
 int k_gate_up_swiglu(cudaStream_t st, void *tma_encode, void *act, void *gu, const void *x, int ldx, const void *w,
                      int ldw, int rows, int I, int K);
 /* dgu and act of SwiGLU's backward from dact, the product x·Wᵀ computed again (Hopper only) */
+/* the down projection's dact = dy·W (W: K × I, rows ldw apart) and the SwiGLU backward after it
+ * on Hopper (down_swiglu.cu): dgu and act (NULL: not written) from dact and gu; wt, a work buffer
+ * of I·K bf16 that takes Wᵀ. 0 where it does not take the shape (nothing launched, nothing
+ * written); k_down_swiglu_ok() says whether it can run here at all. */
+int k_down_swiglu_ok(void);
+int k_down_swiglu_bwd(cudaStream_t st, void *tma_encode, void *dgu, void *act, const void *dy, int ldy, const void *W,
+                      int ldw, void *wt, const void *gu, int rows, int I, int K);
 int k_gate_up_swiglu_bwd(cudaStream_t st, void *tma_encode, void *dgu, void *act, const void *dact, const void *x,
                          int ldx, const void *w, int ldw, int rows, int I, int K);
 /* y = rms(res + x·Wᵀ) over D (backend.h: linear_norm_fwd), all bf16, Hopper only: tma_encode =

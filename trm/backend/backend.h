@@ -162,8 +162,8 @@ struct trm_backend {
      * swiglu_bwd. */
     int (*gate_up_swiglu_bwd)(trm_backend *b, void *dgu, void *act, const void *dact, const void *x, int ldx,
                               const void *W, int ldw, int wdt, int rows, int I, int K);
-    /* Optional (cpu): swiglu_bwd on dact = dy·W, the down projection's input gradient, computed in
-     * the same pass and never written: dy (rows × K, rows ldy apart), W the down weight (K × I,
+    /* Optional (cpu; cuda on Hopper, bf16): swiglu_bwd on dact = dy·W, the down projection's
+     * input gradient, computed in the same pass and never written: dy (rows × K, rows ldy apart), W the down weight (K × I,
      * rows ldw apart, type wdt), gu (rows × 2I) the forward's kept product; dgu and out as
      * swiglu_bwd's. Returns 0, having done nothing, where it does not fuse this shape or these
      * types; the caller then runs gemm and swiglu_bwd. */
@@ -304,16 +304,14 @@ struct trm_backend {
     X(transpose) X(rmsnorm_fwd) X(rmsnorm_bwd) X(swiglu_fwd) X(swiglu_bwd) X(rope_fwd) X(rope_bwd)      \
     X(attention_fwd) X(attention_bwd) X(bias_fwd) X(bias_bwd) X(embed_fwd) X(embed_bwd) X(loss_head)   \
     X(act_reset) X(act_update) X(q_target) X(adam_atan2) X(sign_sgd_sparse) X(ema)
-/* the fused passes (optional): gate/up + SwiGLU, attention with RoPE's rotation (forward) or its
- * transpose (backward), mlp_t's norm with its transposes */
+/* the fused passes (optional): gate/up + SwiGLU (and its backward, with the gate/up or the down
+ * product), attention with RoPE's rotation (forward) or its transpose (backward), mlp_t's norm
+ * with its transposes */
 #define TRM_OPS_FUSED(X) \
-    X(gate_up_swiglu) X(gate_up_swiglu_bwd) X(attention_fwd_rope) X(attention_bwd_rope) X(rmsnorm_t_fwd)          \
-    X(rmsnorm_t_bwd)
+    X(gate_up_swiglu) X(gate_up_swiglu_bwd) X(down_swiglu_bwd) X(attention_fwd_rope) X(attention_bwd_rope)       \
+    X(rmsnorm_t_fwd) X(rmsnorm_t_bwd)
 /* fused passes only a GPU backend has (optional) */
 #define TRM_OPS_FUSED_GPU(X) X(token_mlp_fwd) X(linear_norm_fwd)
-/* fused passes only the cpu backend has (optional): a GPU runs the GEMM and the pass after it
- * at their own rates, where on a CPU the product's rows are still in cache for the pass */
-#define TRM_OPS_FUSED_CPU(X) X(down_swiglu_bwd)
 /* with caps.bf16_acts */
 #define TRM_OPS_BF16_ACTS(X) X(convert)
 /* with caps.compile */
@@ -326,7 +324,7 @@ struct trm_backend {
 #define TRM_OPS_STREAM_STATS(X) X(stream_stats)
 
 #define TRM_OPS_ALL(X)                                                                        \
-    TRM_OPS_REQUIRED(X) TRM_OPS_FUSED(X) TRM_OPS_FUSED_GPU(X) TRM_OPS_FUSED_CPU(X) TRM_OPS_BF16_ACTS(X)              \
+    TRM_OPS_REQUIRED(X) TRM_OPS_FUSED(X) TRM_OPS_FUSED_GPU(X) TRM_OPS_BF16_ACTS(X)              \
     TRM_OPS_COMPILE(X) TRM_OPS_DISTRIBUTED(X)                                                                    \
     TRM_OPS_MEM_INFO(X) TRM_OPS_STREAM_STATS(X)
 
