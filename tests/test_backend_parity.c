@@ -1774,8 +1774,9 @@ static void down_swiglu_ops(trm_backend *b, int ref, const float *dy, const floa
 /* Where the device has it: dact = dy·W and the SwiGLU backward in one pass against the
  * reference's composition and the device's own gemm + swiglu_bwd. Cases {rows, I, K, ldy, act}:
  * rows past a tile with dy's rows strided; one row at K = 200 (not a multiple of the 64-column
- * chunks); act not written; 40000 rows at the model's I = 1536, K = 512 (a block runs many
- * tiles: the ring's and the buffers' phases carried across them). Hopper must take them all;
+ * chunks); act not written; 40000 rows at K = 136 (3 chunks a tile, more tiles than blocks: a
+ * tile starts mid-ring) and at the model's I = 1536, K = 512 (a block runs many tiles: the
+ * ring's and the buffers' phases carried across them). Hopper must take them all;
  * I not a multiple of 128 is declined with nothing written. */
 START_TEST(test_down_swiglu_bwd) {
     pair p = open_pair();
@@ -1785,7 +1786,8 @@ START_TEST(test_down_swiglu_bwd) {
         return;
     }
     tr_rng r = {53};
-    int cases[][5] = {{300, 128, 512, 520, 1}, {1, 256, 200, 200, 1}, {333, 384, 136, 136, 0}, {40000, 1536, 512, 512, 1}};
+    int cases[][5] = {{300, 128, 512, 520, 1}, {1, 256, 200, 200, 1}, {333, 384, 136, 136, 0}, {40000, 256, 136, 136, 1},
+                      {40000, 1536, 512, 512, 1}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         int rows = cases[k][0], I = cases[k][1], K = cases[k][2], ldy = cases[k][3], keep = cases[k][4];
         size_t ny = (size_t)rows * ldy, nw = (size_t)K * (I + 8), na = (size_t)rows * I;

@@ -479,7 +479,7 @@ __global__ void __launch_bounds__(128 * WG) flash_fwd_wg_kernel(bf16 *out, float
  * In the cp.async kernel a third of the stall samples fell before its first product: each
  * thread issued 12 row copies and, after its wait, read its table rows from L2 (Nsight Compute
  * source view, sudoku_att, H200). Both tables fit beside the tiles at T ≤ 128: 101 KiB at
- * T = 97, two blocks an SM. */
+ * T = 97, two blocks an SM (from T = 121, 113 KiB: one). */
 #define FS_ROWS 128
 #define FS_TILE (FS_ROWS * FA_D) /* bf16 of a 128-row swizzled tile */
 /* the tiles, the tables' T rows (rounded to 8), two barriers, the alignment slack */
@@ -519,6 +519,7 @@ __global__ void __launch_bounds__(256, 2)
         mbar_init(bar, 1);
         mbar_init(bar + 1, 1);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        fence_async_smem(); /* the barriers seen initialised by the TMA copies too */
         mbar_expect(bar, 2 * FS_TILE * 2 + 2 * TR * FA_D * 4);
         tma_load_3d_nb(sQ, &tmq, h * FA_D, 0, b, bar);
         tma_load_3d_nb(sK, &tmq, (H + h) * FA_D, 0, b, bar);

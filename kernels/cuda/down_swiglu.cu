@@ -13,7 +13,9 @@
  * the GEMM would, leave it in a third buffer and go on to the next tile's products; eight
  * storer warps then compute act, dg and du 8 values at a time (in place of dact, g and u: the
  * buffers share one layout, so any 16 bytes at one offset are the same 8 elements of each)
- * and send them out by TMA, which frees the buffers for the next tile. The SwiGLU backward's
+ * and send them out by TMA, which frees the buffers for the next tile. There is one set of
+ * buffers: a tile's dact waits for the tile before to have been read out, so storers slower
+ * than a tile's products would hold the products up. The SwiGLU backward's
  * two exps and three divisions an element made it the consumers' longest phase (a first
  * version that ran it there took 640 µs a sudoku_att call against the two passes' 560), so it
  * runs off their path, with approximate reciprocals (bf16 outputs: within one bf16 step of
@@ -35,21 +37,6 @@
 
 #if defined(TRM_CUDA_SM90A)
 #if defined(TRM_WGMMA)
-/* whether bar's phase of that parity has completed (mbar_wait without the wait) */
-__device__ __forceinline__ bool ds_done(uint64_t *bar, int parity) {
-    uint32_t ok;
-    asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 "selp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(ok)
-                 : "r"((uint32_t)__cvta_generic_to_shared(bar)), "r"(parity)
-                 : "memory");
-    return ok != 0;
-}
-__device__ __forceinline__ uint32_t ds_lds(uint32_t a) {
-    uint32_t v;
-    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(a));
-    return v;
-}
 __device__ __forceinline__ void ds_sts(uint32_t a, uint32_t v) { asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v)); }
 
 /* the tile's g and u boxes (columns n0, n0 + 64 and I + those of gu) into the buffers */
@@ -77,7 +64,7 @@ __device__ void ds_produce(const CUtensorMap *tmy, const CUtensorMap *tmw, const
             tma_load_2d_nb(s, tmy, kc * 64, m0, full + slot);
             tma_load_2d_nb(s + DS_A, tmw, kc * 64, n0, full + slot);
             if (++slot == DS_NS) slot = 0, phase ^= 1;
-            if (pending && kc >= at && ds_done(efree, ephase ^ 1)) ds_load_gu(tmg, epi, gfull, m0, n0, I), pending = false;
+            if (pending && kc >= at && mbar_done(efree, ephase ^ 1)) ds_load_gu(tmg, epi, gfull, m0, n0, I), pending = false;
         }
         if (pending) {
             mbar_wait(efree, ephase ^ 1);
@@ -177,6 +164,7 @@ __global__ void __launch_bounds__(DS_THREADS, 1)
         for (int s = 0; s < DS_NS; s++) mbar_init(full + s, 1), mbar_init(empty + s, 8);
         mbar_init(gfull, 1), mbar_init(efree, 1), mbar_init(sready, 256);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        fence_async_smem(); /* the barriers seen initialised by the TMA copies too */
     }
     __syncthreads();
     if (threadIdx.x >= 256) { /* warp 8: the producer (its lane 0); warps 9–16: the storers */
@@ -209,7 +197,7 @@ __global__ void __launch_bounds__(DS_THREADS, 1)
         wg_wait<0>();
         wg_fence_f(d);
         if (lane == 0) mbar_arrive(empty + prev);
-        mbar_wait(efree, (it & 1) ^ 1); /* the last tile's outputs have left the buffers */
+        mbar_wait(efree, (it & 1) ^ 1); /* the last tile's outputs read out of the buffers */
         ds_dact(d, epi + 4 * DS_BOX, wg, lane, warp);
         mbar_arrive(sready);
     }
@@ -233,13 +221,13 @@ int k_down_swiglu_bwd(cudaStream_t st, void *tma_encode, void *dgu, void *act, c
     if (!tma_encode || rows < 1 || I < DS_BN || I % DS_BN || K < 8 || K % 8 || ldy % 8 || !aligned16(dy) ||
         !aligned16(wt) || !aligned16(gu) || !aligned16(dgu) || (act && !aligned16(act)))
         return 0;
-    k_transpose(st, TRM_BF16, wt, K, W, ldw, 1, K, I); /* Wᵀ: the B tiles' rows, K-major */
     CUtensorMap tmy, tmw, tmg, tmo, tma;
     if (!tma_map_2d(&tmy, tma_encode, dy, rows, K, ldy, DS_BM) || !tma_map_2d(&tmw, tma_encode, wt, I, K, K, DS_BN) ||
         !tma_map_2d(&tmg, tma_encode, gu, rows, 2 * I, 2 * I, DS_BM) ||
         !tma_map_2d(&tmo, tma_encode, dgu, rows, 2 * I, 2 * I, DS_BM) ||
         !tma_map_2d(&tma, tma_encode, act ? act : dgu, rows, I, act ? I : 2 * I, DS_BM))
         return 0;
+    k_transpose(st, TRM_BF16, wt, K, W, ldw, 1, K, I); /* Wᵀ: the B tiles' rows, K-major */
     int tiles = (rows + DS_BM - 1) / DS_BM * (I / DS_BN), blocks = device_sms(1);
     if (blocks > tiles) blocks = tiles;
     down_swiglu_kernel<<<blocks, DS_THREADS, DS_SMEM, st>>>(tmy, tmw, tmg, tmo, tma, act != NULL, rows, I, K);

@@ -82,17 +82,6 @@ __device__ __forceinline__ void ln_sts(uint32_t a, uint32_t v) {
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v));
 }
 
-/* whether bar's phase of that parity has completed (mbar_wait without the wait) */
-__device__ __forceinline__ bool ln_done(uint64_t *bar, int parity) {
-    uint32_t ok;
-    asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 "selp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(ok)
-                 : "r"((uint32_t)__cvta_generic_to_shared(bar)), "r"(parity)
-                 : "memory");
-    return ok != 0;
-}
-
 /* the tile's residual half into the buffer: 4 boxes of 64 columns */
 __device__ __forceinline__ void ln_load_res(const CUtensorMap *tmr, unsigned char *rbuf, uint64_t *rfull, int n0,
                                             int tile) {
@@ -119,7 +108,7 @@ __device__ void ln_produce(const CUtensorMap *tmx, const CUtensorMap *tmw, const
             tma_load_2d_nb(s, tmx, kc * 64, tile * LN_BM, full + slot);
             tma_load_2d_nb(s + LN_A, tmw, kc * 64, n0, full + slot);
             if (++slot == LN_NS) slot = 0, phase ^= 1;
-            if (pending && kc >= rat && ln_done(rempty, rphase ^ 1))
+            if (pending && kc >= rat && mbar_done(rempty, rphase ^ 1))
                 ln_load_res(tmr, rbuf, rfull, n0, tile), pending = false;
         }
         if (pending) {

@@ -1,7 +1,7 @@
-/* mma.cuh — the tensor-core and asynchronous-copy primitives the mma.sync kernels share
- * (attention.cu, swiglu.cu's fused gate/up product): bf16 m16n8k16 products with fp32 sums,
- * ldmatrix fragments from shared memory, and cp.async copies of matrix rows into padded
- * shared tiles. */
+/* mma.cuh — the tensor-core and asynchronous-copy primitives the kernels share: bf16
+ * m16n8k16 products with fp32 sums, ldmatrix fragments and cp.async row copies (the mma.sync
+ * kernels), and on Hopper the warpgroup products (wgmma) with their shared-memory descriptors,
+ * TMA copies through tensor maps and the mbarriers that count them. */
 #ifndef TRM_CUDA_MMA_CUH
 #define TRM_CUDA_MMA_CUH
 #include "common.cuh"
@@ -194,6 +194,16 @@ __device__ __forceinline__ void tma_load_2d(bf16 *dst, const CUtensorMap *tm, in
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
                  ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(tm), "r"(c0), "r"(c1), "r"(b)
                  : "memory");
+}
+/* whether bar's phase of that parity has completed (mbar_wait without the wait) */
+__device__ __forceinline__ bool mbar_done(uint64_t *bar, int parity) {
+    uint32_t ok;
+    asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(ok)
+                 : "r"((uint32_t)__cvta_generic_to_shared(bar)), "r"(parity)
+                 : "memory");
+    return ok != 0;
 }
 __device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"((uint32_t)__cvta_generic_to_shared(bar)) : "memory");
