@@ -1,0 +1,156 @@
+/* flash_short.cuh — the attention forward with RoPE for short heads (T ≤ 128) by TMA, and the
+ * tensor maps its launch builds: included by attention.cu once its tile macros, fw_* helpers and
+ * fw_finish are defined. Kept apart so that attention.cu stays within the tree's file size. */
+#ifndef TRM_FLASH_SHORT_CUH
+#define TRM_FLASH_SHORT_CUH
+
+/* ---- the forward with RoPE for short heads (T ≤ 128: Sudoku's 97), by TMA -------------------
+ * One block of two warpgroups a (head, sample), as flash_fwd_wg_kernel<2, ROPE> where one block
+ * holds a head, but its copies are five TMA boxes one thread issues: q, k and v (128 rows of
+ * the head's 64 columns, 128-byte swizzle; rows past T read as zeros) and the first T rows of
+ * the cos and sin tables (fp32, unswizzled), q, k and the tables on one barrier, v on another.
+ * In the cp.async kernel a third of the stall samples fell before its first product: each
+ * thread issued 12 row copies and, after its wait, read its table rows from L2 (Nsight Compute
+ * source view, sudoku_att, H200). Both tables fit beside the tiles at T ≤ 128: 101 KiB at
+ * T = 97, two blocks an SM (from T = 121, 113 KiB: one). */
+#define FS_ROWS 128
+#define FS_TILE (FS_ROWS * FA_D) /* bf16 of a 128-row swizzled tile */
+/* the tiles, the tables' T rows (rounded to 8), two barriers, the alignment slack */
+#define FS_SMEM(TR) ((size_t)3 * FS_TILE * 2 + (size_t)2 * (TR) * FA_D * 4 + 16 + 1024)
+
+#if defined(TRM_WGMMA)
+/* 8 fp32 values from shared memory */
+__device__ __forceinline__ void lds_f8(float *f, const float *p) {
+    float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
+    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+}
+/* A fragments (4 k-steps) of rows row0..row0+15 of a 128-byte-swizzled tile */
+__device__ __forceinline__ void fs_afrag(uint32_t a[4][4], const bf16 *tile, int row0) {
+    int l = threadIdx.x & 31, m = l >> 3, r = row0 + (l & 7) + (m & 1) * 8;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) ldsm4(a[kk], tile + r * FA_D + (((2 * kk + (m >> 1)) ^ (r & 7)) << 3));
+}
+#endif
+
+#if defined(TRM_CUDA_SM90A)
+template <int KEEP>
+__global__ void __launch_bounds__(256, 2)
+    flash_fwd_short_kernel(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmc,
+                           const __grid_constant__ CUtensorMap tms, bf16 *out, float *lse, bf16 *q16, int T, int H,
+                           float sl2) {
+#if defined(TRM_WGMMA)
+    extern __shared__ unsigned char fs_raw[];
+    bf16 *sQ = (bf16 *)smem_align1024(fs_raw), *sK = sQ + FS_TILE, *sV = sK + FS_TILE;
+    int TR = (T + 7) & ~7;
+    float *sC = (float *)(sV + FS_TILE), *sS = sC + TR * FA_D;
+    uint64_t *bar = (uint64_t *)(sS + TR * FA_D);
+    int h = blockIdx.y, b = blockIdx.z, wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3;
+    int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3, qw = wg * 64;
+    size_t ld = (size_t)3 * H * FA_D;
+    bf16 *Q = q16 + (size_t)b * T * ld + h * FA_D, *K = Q + H * FA_D;
+    if (threadIdx.x == 0) {
+        mbar_init(bar, 1);
+        mbar_init(bar + 1, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        fence_async_smem(); /* the barriers seen initialised by the TMA copies too */
+        mbar_expect(bar, 2 * FS_TILE * 2 + 2 * TR * FA_D * 4);
+        tma_load_3d_nb(sQ, &tmq, h * FA_D, 0, b, bar);
+        tma_load_3d_nb(sK, &tmq, (H + h) * FA_D, 0, b, bar);
+        tma_load_2d_nb(sC, &tmc, 0, 0, bar);
+        tma_load_2d_nb(sS, &tms, 0, 0, bar);
+        mbar_expect(bar + 1, FS_TILE * 2);
+        tma_load_3d_nb(sV, &tmq, (2 * H + h) * FA_D, 0, b, bar + 1);
+    }
+    __syncthreads(); /* the barriers initialised */
+    mbar_wait(bar, 0);
+    /* each position's pair (c, c + 32) for 8 c at once, in q's row and k's (both swizzled) */
+    for (int i = threadIdx.x; i < T * 4; i += 256) {
+        int p = i >> 2, j = i & 3, x = p & 7;
+        float c[8], ch[8], s[8], sh[8];
+        lds_f8(c, sC + p * FA_D + 8 * j), lds_f8(ch, sC + p * FA_D + 8 * j + 32);
+        lds_f8(s, sS + p * FA_D + 8 * j), lds_f8(sh, sS + p * FA_D + 8 * j + 32);
+        bf16 *q = sQ + p * FA_D, *k = sK + p * FA_D;
+        fw_rope8(q + ((j ^ x) << 3), q + (((j + 4) ^ x) << 3), 8 * j, c, ch, s, sh, KEEP ? Q + p * ld : nullptr);
+        fw_rope8(k + ((j ^ x) << 3), k + (((j + 4) ^ x) << 3), 8 * j, c, ch, s, sh, KEEP ? K + p * ld : nullptr);
+    }
+    fence_async_smem();
+    __syncthreads();
+    if (qw >= T) return; /* T ≤ 64: the second warpgroup's rows are all past T */
+    int n = (T + FA_T - 1) / FA_T;
+    float o[8][4], s[8][4], ml[4] = {-INFINITY, -INFINITY, 0.f, 0.f}, c[2];
+    uint32_t qa[4][4], p[4][4];
+    fa_zero(o);
+    fs_afrag(qa, sQ, qw + w * 16);
+    uint64_t dk[4], dv[4];
+    fw_descs(dk, sK, 0);
+    wg_fence_u(qa);
+    wg_fence();
+    fw_mma<0, 0, 4>(s, qa, dk);
+    wg_commit();
+    wg_wait<0>();
+    wg_fence_f(s);
+    wg_fence_u(qa);
+    fw_softmax(s, ml, c, 0, T, sl2);
+    c_to_a(s, p);
+    mbar_wait(bar + 1, 0);
+    if (n > 1) { /* the second key tile's scores issued with the first tile's P·V */
+        fw_descs(dk, sK + FW_TILE, 0);
+        fw_descs(dv, sV, 1);
+        wg_fence_f(o);
+        wg_fence_u(p);
+        wg_fence();
+        fw_mma<0, 0, 4>(s, qa, dk);
+        wg_commit();
+        fw_mma<1, 1, 4>(o, p, dv);
+        wg_commit();
+        wg_wait<1>();
+        wg_fence_f(s);
+        fw_softmax(s, ml, c, FA_T, T, sl2);
+        wg_wait<0>();
+        wg_fence_f(o);
+        wg_fence_u(p);
+        if (!__all_sync(0xffffffffu, c[0] == 1.f && c[1] == 1.f))
+#pragma unroll
+            for (int j = 0; j < 8; j++) o[j][0] *= c[0], o[j][1] *= c[0], o[j][2] *= c[1], o[j][3] *= c[1];
+        c_to_a(s, p);
+    }
+    fw_descs(dv, sV + (n - 1) * FW_TILE, 1);
+    wg_fence_f(o);
+    wg_fence_u(p);
+    wg_fence();
+    fw_mma<1, 1, 4>(o, p, dv);
+    wg_commit();
+    wg_wait<0>();
+    wg_fence_f(o);
+    wg_fence_u(p);
+    fw_finish(out, lse, o, ml, b, h, T, H, qw + w * 16, g, t, sl2);
+#else
+    __trap();
+#endif
+}
+#endif
+
+#if defined(TRM_CUDA_SM90A)
+/* The short forward's operands as tensor maps: qkv (B, T, 3H·64) in boxes of one head's 64
+ * columns × 128 rows of a sample, and the (T × 64) fp32 tables whole (T rounded up to 8 rows) */
+static int fs_maps(void *encode, CUtensorMap *tmq, CUtensorMap *tmc, CUtensorMap *tms, const void *qkv,
+                   const float *cs, const float *sn, int B, int T, int H) {
+    cuuint64_t ld = (cuuint64_t)3 * H * FA_D;
+    cuuint64_t dim[3] = {ld, (cuuint64_t)T, (cuuint64_t)B}, stride[2] = {ld * 2, ld * 2 * (cuuint64_t)T};
+    cuuint32_t box[3] = {FA_D, FS_ROWS, 1};
+    if (!tma_map_bf16(tmq, encode, qkv, 3, dim, stride, box)) return 0;
+    cuuint64_t tdim[2] = {FA_D, (cuuint64_t)T}, tstride[1] = {FA_D * 4};
+    cuuint32_t tbox[2] = {FA_D, (cuuint32_t)((T + 7) & ~7)}, one[2] = {1, 1};
+    const float *tab[2] = {cs, sn};
+    CUtensorMap *tm[2] = {tmc, tms};
+    for (int i = 0; i < 2; i++)
+        if (((PFN_cuTensorMapEncodeTiled_v12000)encode)(tm[i], CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void *)tab[i], tdim,
+                                                         tstride, tbox, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                                         CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+            return 0;
+    return 1;
+}
+#endif
+
+#endif
