@@ -365,6 +365,63 @@ __device__ __forceinline__ void fw_mma(float d[8][4], const uint32_t (&a)[KS][4]
 #pragma unroll
     for (int k = 1; k < KS; k++) wg_m64n64k16<TB, 1>(d, a[k], desc[k]);
 }
+/* A warpgroup's first key tile (K at kt): S = Q·Kᵀ, waited for, its softmax, P packed */
+__device__ __forceinline__ void fw_first(float (&s)[8][4], float (&ml)[4], float (&c)[2], uint32_t (&p)[4][4],
+                                         uint32_t (&qa)[4][4], const bf16 *kt, int T, float sl2) {
+    uint64_t dk[4];
+    fw_descs(dk, kt, 0);
+    wg_fence_u(qa);
+    wg_fence();
+    fw_mma<0, 0, 4>(s, qa, dk);
+    wg_commit();
+    wg_wait<0>();
+    wg_fence_f(s);
+    wg_fence_u(qa);
+    fw_softmax(s, ml, c, 0, T, sl2);
+    c_to_a(s, p);
+}
+/* The next key tile (K at kt, its first key k0) with the previous tile's P·V (V at vt): the
+ * scores issued with that product, whose accumulation runs on while their softmax is computed;
+ * o rescaled, P packed */
+__device__ __forceinline__ void fw_next(float (&o)[8][4], float (&s)[8][4], float (&ml)[4], float (&c)[2],
+                                        uint32_t (&p)[4][4], uint32_t (&qa)[4][4], const bf16 *kt, const bf16 *vt,
+                                        int k0, int T, float sl2) {
+    uint64_t dk[4], dv[4];
+    fw_descs(dk, kt, 0);
+    fw_descs(dv, vt, 1);
+    wg_fence_f(o);
+    wg_fence_u(p);
+    wg_fence();
+    fw_mma<0, 0, 4>(s, qa, dk);
+    wg_commit();
+    fw_mma<1, 1, 4>(o, p, dv);
+    wg_commit();
+    wg_wait<1>(); /* S; the previous tile's P·V runs on while its softmax is computed */
+    wg_fence_f(s);
+    fw_softmax(s, ml, c, k0, T, sl2);
+    wg_wait<0>();
+    wg_fence_f(o);
+    wg_fence_u(p);
+    /* once the running maxima settle, most tiles leave them unchanged: skip the rescale
+     * (exactly 1) when no row of the warp moved */
+    if (!__all_sync(0xffffffffu, c[0] == 1.f && c[1] == 1.f))
+#pragma unroll
+        for (int j = 0; j < 8; j++) o[j][0] *= c[0], o[j][1] *= c[0], o[j][2] *= c[1], o[j][3] *= c[1];
+    c_to_a(s, p);
+}
+/* the last tile's P·V (V at vt), waited for */
+__device__ __forceinline__ void fw_last(float (&o)[8][4], uint32_t (&p)[4][4], const bf16 *vt) {
+    uint64_t dv[4];
+    fw_descs(dv, vt, 1);
+    wg_fence_f(o);
+    wg_fence_u(p);
+    wg_fence();
+    fw_mma<1, 1, 4>(o, p, dv);
+    wg_commit();
+    wg_wait<0>();
+    wg_fence_f(o);
+    wg_fence_u(p);
+}
 /* The end of a forward warp's 16 rows from r0: the row sums across the quad, o scaled by them
  * out, and each row's log-sum-exp */
 __device__ __forceinline__ void fw_finish(bf16 *out, float *lse, float (&o)[8][4], const float (&ml)[4], int b, int h,
@@ -421,50 +478,13 @@ __global__ void __launch_bounds__(128 * WG) flash_fwd_wg_kernel(bf16 *out, float
     kv_next<FA_T>(sKV, K, V, ld, 0, n, T);
     if (ROPE) fw_rope_stage<WG, ROPE>(sQ, sKV, Q, K, ld, T, cs, sn); /* every key tile: none after */
     fa_afrag(qa, sQ, wg * 64 + w * 16);
-    uint64_t dk[4], dv[4];
-    fw_descs(dk, sKV, 0);
-    wg_fence_u(qa);
-    wg_fence();
-    fw_mma<0, 0, 4>(s, qa, dk);
-    wg_commit();
-    wg_wait<0>();
-    wg_fence_f(s);
-    wg_fence_u(qa);
-    fw_softmax(s, ml, c, 0, T, sl2);
-    c_to_a(s, p);
+    fw_first(s, ml, c, p, qa, sKV, T, sl2);
     for (int it = 1; it < n; it++) {
         kv_next<FA_T>(sKV, K, V, ld, it, n, T);
-        fw_descs(dk, sKV + (it % FW_NS) * 2 * FW_TILE, 0);
-        fw_descs(dv, sKV + ((it - 1) % FW_NS) * 2 * FW_TILE + FW_TILE, 1);
-        wg_fence_f(o);
-        wg_fence_u(p);
-        wg_fence();
-        fw_mma<0, 0, 4>(s, qa, dk);
-        wg_commit();
-        fw_mma<1, 1, 4>(o, p, dv);
-        wg_commit();
-        wg_wait<1>(); /* S; the previous tile's P·V runs on while its softmax is computed */
-        wg_fence_f(s);
-        fw_softmax(s, ml, c, it * FA_T, T, sl2);
-        wg_wait<0>();
-        wg_fence_f(o);
-        wg_fence_u(p);
-        /* once the running maxima settle, most tiles leave them unchanged: skip the rescale
-         * (exactly 1) when no row of the warp moved */
-        if (!__all_sync(0xffffffffu, c[0] == 1.f && c[1] == 1.f))
-#pragma unroll
-            for (int j = 0; j < 8; j++) o[j][0] *= c[0], o[j][1] *= c[0], o[j][2] *= c[1], o[j][3] *= c[1];
-        c_to_a(s, p);
+        fw_next(o, s, ml, c, p, qa, sKV + (it % FW_NS) * 2 * FW_TILE, sKV + ((it - 1) % FW_NS) * 2 * FW_TILE + FW_TILE,
+                it * FA_T, T, sl2);
     }
-    fw_descs(dv, sKV + ((n - 1) % FW_NS) * 2 * FW_TILE + FW_TILE, 1);
-    wg_fence_f(o);
-    wg_fence_u(p);
-    wg_fence();
-    fw_mma<1, 1, 4>(o, p, dv);
-    wg_commit();
-    wg_wait<0>();
-    wg_fence_f(o);
-    wg_fence_u(p);
+    fw_last(o, p, sKV + ((n - 1) % FW_NS) * 2 * FW_TILE + FW_TILE);
     fw_finish(out, lse, o, ml, b, h, T, H, qw + w * 16, g, t, sl2);
 #else
     __trap();

@@ -81,48 +81,10 @@ __global__ void __launch_bounds__(256, 2)
     uint32_t qa[4][4], p[4][4];
     fa_zero(o);
     fs_afrag(qa, sQ, qw + w * 16);
-    uint64_t dk[4], dv[4];
-    fw_descs(dk, sK, 0);
-    wg_fence_u(qa);
-    wg_fence();
-    fw_mma<0, 0, 4>(s, qa, dk);
-    wg_commit();
-    wg_wait<0>();
-    wg_fence_f(s);
-    wg_fence_u(qa);
-    fw_softmax(s, ml, c, 0, T, sl2);
-    c_to_a(s, p);
+    fw_first(s, ml, c, p, qa, sK, T, sl2);
     mbar_wait(bar + 1, 0);
-    if (n > 1) { /* the second key tile's scores issued with the first tile's P·V */
-        fw_descs(dk, sK + FW_TILE, 0);
-        fw_descs(dv, sV, 1);
-        wg_fence_f(o);
-        wg_fence_u(p);
-        wg_fence();
-        fw_mma<0, 0, 4>(s, qa, dk);
-        wg_commit();
-        fw_mma<1, 1, 4>(o, p, dv);
-        wg_commit();
-        wg_wait<1>();
-        wg_fence_f(s);
-        fw_softmax(s, ml, c, FA_T, T, sl2);
-        wg_wait<0>();
-        wg_fence_f(o);
-        wg_fence_u(p);
-        if (!__all_sync(0xffffffffu, c[0] == 1.f && c[1] == 1.f))
-#pragma unroll
-            for (int j = 0; j < 8; j++) o[j][0] *= c[0], o[j][1] *= c[0], o[j][2] *= c[1], o[j][3] *= c[1];
-        c_to_a(s, p);
-    }
-    fw_descs(dv, sV + (n - 1) * FW_TILE, 1);
-    wg_fence_f(o);
-    wg_fence_u(p);
-    wg_fence();
-    fw_mma<1, 1, 4>(o, p, dv);
-    wg_commit();
-    wg_wait<0>();
-    wg_fence_f(o);
-    wg_fence_u(p);
+    if (n > 1) fw_next(o, s, ml, c, p, qa, sK + FW_TILE, sV, FA_T, T, sl2);
+    fw_last(o, p, sV + (n - 1) * FW_TILE);
     fw_finish(out, lse, o, ml, b, h, T, H, qw + w * 16, g, t, sl2);
 #else
     __trap();
