@@ -180,23 +180,13 @@ __global__ void __launch_bounds__(DS_THREADS, 1)
     float d[16][4];
     int slot = 0, phase = 0, it = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x, it++) {
-        int prev = 0;
-        for (int kc = 0; kc < KC; kc++) {
-            mbar_wait(full + slot, phase);
-            unsigned char *s = ring + slot * DS_STAGE;
-            uint64_t da = wg_desc(s + wg * 64 * 128, 16, 1024), db = wg_desc(s + DS_A, 16, 1024);
-            wg_fence();
+        wg_ring_tile<DS_NS, DS_STAGE, DS_A>(
+            [&](uint64_t da, uint64_t db, int kc) {
 #pragma unroll
-            for (int k = 0; k < 4; k++) wg_m64n128k16_ss(d, da + 2 * k, db + 2 * k, kc | k);
-            wg_commit();
-            wg_wait<1>();
-            if (kc > 0 && lane == 0) mbar_arrive(empty + prev); /* this warp is past chunk kc − 1 */
-            prev = slot;
-            if (++slot == DS_NS) slot = 0, phase ^= 1;
-        }
-        wg_wait<0>();
+                for (int k = 0; k < 4; k++) wg_m64n128k16_ss(d, da + 2 * k, db + 2 * k, kc | k);
+            },
+            ring, full, empty, KC, wg, lane, slot, phase);
         wg_fence_f(d);
-        if (lane == 0) mbar_arrive(empty + prev);
         mbar_wait(efree, (it & 1) ^ 1); /* the last tile's outputs read out of the buffers */
         ds_dact(d, epi + 4 * DS_BOX, wg, lane, warp);
         mbar_arrive(sready);

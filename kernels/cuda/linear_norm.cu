@@ -246,23 +246,13 @@ __global__ void __launch_bounds__(LN_THREADS, 1)
         float d[32][4];
         int slot = 0, phase = 0, rphase = 0, it = 0;
         for (int tile = first; tile < mtiles; tile += step, it++) {
-            int prev = 0;
-            for (int kc = 0; kc < KC; kc++) {
-                mbar_wait(full + slot, phase);
-                unsigned char *s = ring + slot * LN_STAGE;
-                uint64_t da = wg_desc(s + wg * 64 * 128, 16, 1024), db = wg_desc(s + LN_A, 16, 1024);
-                wg_fence();
+            wg_ring_tile<LN_NS, LN_STAGE, LN_A>(
+                [&](uint64_t da, uint64_t db, int kc) {
 #pragma unroll
-                for (int k = 0; k < 4; k++) wg_m64n256k16_ss(d, da + 2 * k, db + 2 * k, kc | k);
-                wg_commit();
-                wg_wait<1>();
-                if (kc > 0 && lane == 0) mbar_arrive(empty + prev); /* this warp is past chunk kc − 1 */
-                prev = slot;
-                if (++slot == LN_NS) slot = 0, phase ^= 1;
-            }
-            wg_wait<0>();
+                    for (int k = 0; k < 4; k++) wg_m64n256k16_ss(d, da + 2 * k, db + 2 * k, kc | k);
+                },
+                ring, full, empty, KC, wg, lane, slot, phase);
             wg_fence_f(d);
-            if (lane == 0) mbar_arrive(empty + prev);
             mbar_wait(rfull, rphase);
             rphase ^= 1;
             ln_sums(d, rbuf, xown, xpart, xbar, it, peer, wg, lane, warp);

@@ -228,6 +228,31 @@ __device__ __forceinline__ void tma_load_3d_nb(void *dst, const CUtensorMap *tm,
                  "r"((uint32_t)__cvta_generic_to_shared(bar))
                  : "memory");
 }
+/* A consumer warpgroup's products over one tile's KC chunks of a TMA ring of NS stages, STAGE
+ * bytes each (A's 128 rows of 64 bf16 first, B's rows from A_BYTES on, 128-byte swizzle): mma(da,
+ * db, kc) issues the chunk's products for the warpgroup's 64 rows (wg) from the descriptors of
+ * its A rows and of B. A chunk's products are issued before the last chunk's are waited for;
+ * each warp's lane 0 then releases that stage (empty: one arrival a consumer warp). slot and
+ * phase carry across tiles; on return every product has landed. */
+template <int NS, int STAGE, int A_BYTES, typename F>
+__device__ __forceinline__ void wg_ring_tile(F mma, unsigned char *ring, uint64_t *full, uint64_t *empty, int KC,
+                                             int wg, int lane, int &slot, int &phase) {
+    int prev = 0;
+    for (int kc = 0; kc < KC; kc++) {
+        mbar_wait(full + slot, phase);
+        unsigned char *s = ring + slot * STAGE;
+        uint64_t da = wg_desc(s + wg * 64 * 128, 16, 1024), db = wg_desc(s + A_BYTES, 16, 1024);
+        wg_fence();
+        mma(da, db, kc);
+        wg_commit();
+        wg_wait<1>();
+        if (kc > 0 && lane == 0) mbar_arrive(empty + prev); /* this warp is past chunk kc − 1 */
+        prev = slot;
+        if (++slot == NS) slot = 0, phase ^= 1;
+    }
+    wg_wait<0>();
+    if (lane == 0) mbar_arrive(empty + prev);
+}
 /* a shared tile out to a box of a tensor map (elements outside the tensor are not written), in
  * the issuing thread's bulk group: tma_commit, then tma_wait_read before the tile is written
  * again (and tma_wait before the block exits) */
