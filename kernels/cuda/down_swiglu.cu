@@ -37,8 +37,6 @@
 
 #if defined(TRM_CUDA_SM90A)
 #if defined(TRM_WGMMA)
-__device__ __forceinline__ void ds_sts(uint32_t a, uint32_t v) { asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v)); }
-
 /* the tile's g and u boxes (columns n0, n0 + 64 and I + those of gu) into the buffers */
 __device__ __forceinline__ void ds_load_gu(const CUtensorMap *tmg, unsigned char *epi, uint64_t *gfull, int m0, int n0,
                                            int I) {
@@ -53,24 +51,11 @@ __device__ __forceinline__ void ds_load_gu(const CUtensorMap *tmg, unsigned char
 __device__ void ds_produce(const CUtensorMap *tmy, const CUtensorMap *tmw, const CUtensorMap *tmg,
                            unsigned char *ring, unsigned char *epi, uint64_t *full, uint64_t *empty, uint64_t *gfull,
                            uint64_t *efree, int first, int step, int tiles, int ntiles, int KC, int I) {
-    int slot = 0, phase = 0, ephase = 0, at = KC < DS_NS ? KC - 1 : DS_NS - 1;
+    int slot = 0, phase = 0, ephase = 0;
     for (int t = first; t < tiles; t += step) {
         int m0 = t / ntiles * DS_BM, n0 = t % ntiles * DS_BN;
-        bool pending = true;
-        for (int kc = 0; kc < KC; kc++) {
-            mbar_wait(empty + slot, phase ^ 1);
-            unsigned char *s = ring + slot * DS_STAGE;
-            mbar_expect(full + slot, DS_STAGE);
-            tma_load_2d_nb(s, tmy, kc * 64, m0, full + slot);
-            tma_load_2d_nb(s + DS_A, tmw, kc * 64, n0, full + slot);
-            if (++slot == DS_NS) slot = 0, phase ^= 1;
-            if (pending && kc >= at && mbar_done(efree, ephase ^ 1)) ds_load_gu(tmg, epi, gfull, m0, n0, I), pending = false;
-        }
-        if (pending) {
-            mbar_wait(efree, ephase ^ 1);
-            ds_load_gu(tmg, epi, gfull, m0, n0, I);
-        }
-        ephase ^= 1;
+        tma_ring_tile<DS_NS, DS_STAGE, DS_A>([&] { ds_load_gu(tmg, epi, gfull, m0, n0, I); }, tmy, m0, tmw, n0, ring,
+                                             full, empty, efree, KC, slot, phase, ephase);
     }
 }
 
@@ -85,7 +70,7 @@ __device__ __forceinline__ void ds_dact(float (&d)[16][4], unsigned char *abuf, 
     for (int j = 0; j < 16; j++)
 #pragma unroll
         for (int hr = 0; hr < 2; hr++)
-            ds_sts(base + (j >> 3) * DS_BOX + (((j & 7) ^ (r0 & 7)) << 4) + hr * 1024,
+            sts_b32(base + (j >> 3) * DS_BOX + (((j & 7) ^ (r0 & 7)) << 4) + hr * 1024,
                    pack_bf16(d[j][2 * hr], d[j][2 * hr + 1]));
 }
 
@@ -99,14 +84,12 @@ __device__ __forceinline__ void ds_grad(float d, float g, float u, float &a, flo
 /* 8 bf16 of a 16-byte word */
 __device__ __forceinline__ void ds_unpack(const uint32_t (&q)[4], float (&f)[8]) {
 #pragma unroll
-    for (int e = 0; e < 4; e++) f[2 * e] = __uint_as_float(q[e] << 16), f[2 * e + 1] = __uint_as_float(q[e] & 0xffff0000u);
+    for (int e = 0; e < 4; e++) f[2 * e] = bf16_lo(q[e]), f[2 * e + 1] = bf16_hi(q[e]);
 }
-__device__ __forceinline__ void ds_ld4(uint32_t a, uint32_t (&q)[4]) {
-    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(q[0]), "=r"(q[1]), "=r"(q[2]), "=r"(q[3]) : "r"(a));
-}
+/* 8 floats rounded to bf16 into a 16-byte word of shared memory */
 __device__ __forceinline__ void ds_st4(uint32_t a, const float (&f)[8]) {
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(pack_bf16(f[0], f[1])),
-                 "r"(pack_bf16(f[2], f[3])), "r"(pack_bf16(f[4], f[5])), "r"(pack_bf16(f[6], f[7])));
+    const uint32_t q[4] = {pack_bf16(f[0], f[1]), pack_bf16(f[2], f[3]), pack_bf16(f[4], f[5]), pack_bf16(f[6], f[7])};
+    sts_v4(a, q);
 }
 /* the storers' named barrier (0 is __syncthreads') */
 __device__ __forceinline__ void ds_bar_storers() { asm volatile("bar.sync 1, %0;\n" ::"n"(DS_STORERS) : "memory"); }
@@ -126,7 +109,7 @@ __device__ void ds_store(const CUtensorMap *tmo, const CUtensorMap *tma, bool ac
 #pragma unroll 2
         for (int v = t; v < 2 * DS_BOX / 16; v += DS_STORERS) {
             uint32_t at = base + 16 * v, qg[4], qu[4], qd[4];
-            ds_ld4(at, qg), ds_ld4(at + 2 * DS_BOX, qu), ds_ld4(at + 4 * DS_BOX, qd);
+            lds_v4(at, qg), lds_v4(at + 2 * DS_BOX, qu), lds_v4(at + 4 * DS_BOX, qd);
             float g[8], u[8], d[8], a[8];
             ds_unpack(qg, g), ds_unpack(qu, u), ds_unpack(qd, d);
 #pragma unroll

@@ -68,19 +68,6 @@ __device__ __forceinline__ uint32_t ln_add2(uint32_t a, uint32_t b) {
     asm("add.rn.bf16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
     return r;
 }
-__device__ __forceinline__ float ln_lo(uint32_t v) { return __uint_as_float(v << 16); }
-__device__ __forceinline__ float ln_hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
-/* the epilogue's shared accesses, by address. No C++ access touches the buffer, so no memory
- * clobber: being volatile keeps them in order with the other volatile asm (the barrier
- * waits and arrivals, the wgmma fences), which is all the order they need. */
-__device__ __forceinline__ uint32_t ln_lds(uint32_t a) {
-    uint32_t v;
-    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(a));
-    return v;
-}
-__device__ __forceinline__ void ln_sts(uint32_t a, uint32_t v) {
-    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v));
-}
 
 /* the tile's residual half into the buffer: 4 boxes of 64 columns */
 __device__ __forceinline__ void ln_load_res(const CUtensorMap *tmr, unsigned char *rbuf, uint64_t *rfull, int n0,
@@ -98,25 +85,10 @@ __device__ __forceinline__ void ln_load_res(const CUtensorMap *tmr, unsigned cha
 __device__ void ln_produce(const CUtensorMap *tmx, const CUtensorMap *tmw, const CUtensorMap *tmr,
                            unsigned char *ring, unsigned char *rbuf, uint64_t *full, uint64_t *empty,
                            uint64_t *rfull, uint64_t *rempty, int n0, int first, int step, int mtiles, int KC) {
-    int slot = 0, phase = 0, rphase = 0, rat = KC < LN_NS ? KC - 1 : LN_NS - 1;
-    for (int tile = first; tile < mtiles; tile += step) {
-        bool pending = true;
-        for (int kc = 0; kc < KC; kc++) {
-            mbar_wait(empty + slot, phase ^ 1);
-            unsigned char *s = ring + slot * LN_STAGE;
-            mbar_expect(full + slot, LN_STAGE);
-            tma_load_2d_nb(s, tmx, kc * 64, tile * LN_BM, full + slot);
-            tma_load_2d_nb(s + LN_A, tmw, kc * 64, n0, full + slot);
-            if (++slot == LN_NS) slot = 0, phase ^= 1;
-            if (pending && kc >= rat && mbar_done(rempty, rphase ^ 1))
-                ln_load_res(tmr, rbuf, rfull, n0, tile), pending = false;
-        }
-        if (pending) {
-            mbar_wait(rempty, rphase ^ 1);
-            ln_load_res(tmr, rbuf, rfull, n0, tile);
-        }
-        rphase ^= 1;
-    }
+    int slot = 0, phase = 0, rphase = 0;
+    for (int tile = first; tile < mtiles; tile += step)
+        tma_ring_tile<LN_NS, LN_STAGE, LN_A>([&] { ln_load_res(tmr, rbuf, rfull, n0, tile); }, tmx, tile * LN_BM, tmw,
+                                             n0, ring, full, empty, rempty, KC, slot, phase, rphase);
 }
 
 /* The consumers' epilogue of warpgroup wg's 64 rows: the sums s = res + bf16(d) in place of the
@@ -139,10 +111,10 @@ __device__ __forceinline__ void ln_sums(float (&d)[32][4], unsigned char *rbuf, 
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             uint32_t at = col[j & 7] + (j >> 3) * LN_BOX + hr * 1024;
-            uint32_t v = ln_add2(pack_bf16(d[j][2 * hr], d[j][2 * hr + 1]), ln_lds(at));
-            float a = ln_lo(v), b = ln_hi(v);
+            uint32_t v = ln_add2(pack_bf16(d[j][2 * hr], d[j][2 * hr + 1]), lds_b32(at));
+            float a = bf16_lo(v), b = bf16_hi(v);
             ss[hr] += a * a + b * b;
-            ln_sts(at, v);
+            sts_b32(at, v);
         }
     }
     int buf = it & 1;
@@ -186,12 +158,10 @@ __device__ void ln_store(const CUtensorMap *tmy, unsigned char *rbuf, const floa
         for (int v = t; v < LN_RES / 16; v += LN_STORERS) {
             uint32_t at = base + 16 * v, q[4];
             float sc = scs[(v >> 3) & (LN_BM - 1)];
-            asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                         : "=r"(q[0]), "=r"(q[1]), "=r"(q[2]), "=r"(q[3]) : "r"(at));
+            lds_v4(at, q);
 #pragma unroll
-            for (int e = 0; e < 4; e++) q[e] = pack_bf16(ln_lo(q[e]) * sc, ln_hi(q[e]) * sc);
-            asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(at), "r"(q[0]), "r"(q[1]), "r"(q[2]),
-                         "r"(q[3]));
+            for (int e = 0; e < 4; e++) q[e] = pack_bf16(bf16_lo(q[e]) * sc, bf16_hi(q[e]) * sc);
+            sts_v4(at, q);
         }
         fence_async_smem(); /* the generic stores of y, read next by the TMA store */
         ln_bar_storers();

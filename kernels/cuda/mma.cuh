@@ -228,6 +228,50 @@ __device__ __forceinline__ void tma_load_3d_nb(void *dst, const CUtensorMap *tm,
                  "r"((uint32_t)__cvta_generic_to_shared(bar))
                  : "memory");
 }
+/* The producer's side of that ring for one tile: its KC chunks, A's at row ra of tma and B's at
+ * row rb of tmb, each into the next stage once every consumer warp has released it. Beside them
+ * the tile's own buffer is loaded by side() once the last tile's outputs have left it (sfree,
+ * parity sphase ^ 1): tested after each chunk past the first stages, so the chunks never wait
+ * for it, and waited for only after the last chunk. slot, phase and sphase carry across tiles. */
+template <int NS, int STAGE, int A_BYTES, typename F>
+__device__ __forceinline__ void tma_ring_tile(F side, const CUtensorMap *tma, int ra, const CUtensorMap *tmb, int rb,
+                                              unsigned char *ring, uint64_t *full, uint64_t *empty, uint64_t *sfree,
+                                              int KC, int &slot, int &phase, int &sphase) {
+    int at = KC < NS ? KC - 1 : NS - 1;
+    bool pending = true;
+    for (int kc = 0; kc < KC; kc++) {
+        mbar_wait(empty + slot, phase ^ 1);
+        unsigned char *s = ring + slot * STAGE;
+        mbar_expect(full + slot, STAGE);
+        tma_load_2d_nb(s, tma, kc * 64, ra, full + slot);
+        tma_load_2d_nb(s + A_BYTES, tmb, kc * 64, rb, full + slot);
+        if (++slot == NS) slot = 0, phase ^= 1;
+        if (pending && kc >= at && mbar_done(sfree, sphase ^ 1)) side(), pending = false;
+    }
+    if (pending) {
+        mbar_wait(sfree, sphase ^ 1);
+        side();
+    }
+    sphase ^= 1;
+}
+/* The epilogues' shared-memory accesses, by address. No C++ access touches those buffers, so no
+ * memory clobber: being volatile keeps them in order with the other volatile asm (the barrier
+ * waits and arrivals, the wgmma fences), which is all the order they need. */
+__device__ __forceinline__ uint32_t lds_b32(uint32_t a) {
+    uint32_t v;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(a));
+    return v;
+}
+__device__ __forceinline__ void sts_b32(uint32_t a, uint32_t v) { asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v)); }
+__device__ __forceinline__ void lds_v4(uint32_t a, uint32_t (&q)[4]) {
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(q[0]), "=r"(q[1]), "=r"(q[2]), "=r"(q[3]) : "r"(a));
+}
+__device__ __forceinline__ void sts_v4(uint32_t a, const uint32_t (&q)[4]) {
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(q[0]), "r"(q[1]), "r"(q[2]), "r"(q[3]));
+}
+/* the low and high bf16 of a pair, as floats */
+__device__ __forceinline__ float bf16_lo(uint32_t v) { return __uint_as_float(v << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
 /* A consumer warpgroup's products over one tile's KC chunks of a TMA ring of NS stages, STAGE
  * bytes each (A's 128 rows of 64 bf16 first, B's rows from A_BYTES on, 128-byte swizzle): mma(da,
  * db, kc) issues the chunk's products for the warpgroup's 64 rows (wg) from the descriptors of
