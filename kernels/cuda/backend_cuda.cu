@@ -677,9 +677,10 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     b->ctx = c;
     c->wgmma = env_flag("TRM_FLASH_WGMMA", 1) && k_flash_wgmma();
     c->deterministic = env_flag("TRM_DETERMINISTIC", 0);
-    c->gate_up_tma = env_flag("TRM_GATE_UP_WGMMA", 1) ? k_gate_up_wgmma() : NULL;
+    void *tma = k_gate_up_wgmma(); /* the TMA encoder, NULL where the Hopper kernels cannot run */
+    c->gate_up_tma = env_flag("TRM_GATE_UP_WGMMA", 1) ? tma : NULL;
     /* TRM_FLASH_TMA=0: the short RoPE forward by cp.async, tables from L2 (for measuring) */
-    c->flash_tma = c->wgmma && env_flag("TRM_FLASH_TMA", 1) ? k_gate_up_wgmma() : NULL;
+    c->flash_tma = c->wgmma && env_flag("TRM_FLASH_TMA", 1) ? tma : NULL;
 #define CUDA_OP(op) b->op = cuda_##op;
     /* every op, the optional ones included, but the command-stream counters (stream_stats: NULL) */
     TRM_OPS_REQUIRED(CUDA_OP) TRM_OPS_FUSED(CUDA_OP) TRM_OPS_FUSED_GPU(CUDA_OP) TRM_OPS_BF16_ACTS(CUDA_OP) TRM_OPS_COMPILE(CUDA_OP)

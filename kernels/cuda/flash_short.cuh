@@ -102,16 +102,9 @@ static int fs_maps(void *encode, CUtensorMap *tmq, CUtensorMap *tmc, CUtensorMap
     cuuint32_t box[3] = {FA_D, FS_ROWS, 1};
     if (!tma_map_bf16(tmq, encode, qkv, 3, dim, stride, box)) return 0;
     cuuint64_t tdim[2] = {FA_D, (cuuint64_t)T}, tstride[1] = {FA_D * 4};
-    cuuint32_t tbox[2] = {FA_D, (cuuint32_t)((T + 7) & ~7)}, one[2] = {1, 1};
-    const float *tab[2] = {cs, sn};
-    CUtensorMap *tm[2] = {tmc, tms};
-    for (int i = 0; i < 2; i++)
-        if (((PFN_cuTensorMapEncodeTiled_v12000)encode)(tm[i], CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void *)tab[i], tdim,
-                                                         tstride, tbox, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                                         CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
-            return 0;
-    return 1;
+    cuuint32_t tbox[2] = {FA_D, (cuuint32_t)((T + 7) & ~7)};
+    return tma_map(tmc, encode, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, CU_TENSOR_MAP_SWIZZLE_NONE, cs, 2, tdim, tstride, tbox) &&
+           tma_map(tms, encode, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, CU_TENSOR_MAP_SWIZZLE_NONE, sn, 2, tdim, tstride, tbox);
 }
 #endif
 

@@ -343,17 +343,21 @@ __device__ __forceinline__ void red_add_v4(float *p, float4 v) {
 #endif
 
 #if defined(TRM_CUDA_SM90A)
-/* A bf16 tensor map in the 128-byte swizzle the wgmma tiles read, through the driver's encoder
- * (k_gate_up_wgmma() gives it): rank dims, innermost first, the byte strides of dims 1.., the
- * box; elements outside the tensor read as zeros and are not written */
-static inline int tma_map_bf16(CUtensorMap *tm, void *encode, const void *p, int rank, const cuuint64_t *dim,
-                               const cuuint64_t *stride, const cuuint32_t *box) {
+/* A tensor map through the driver's encoder (k_gate_up_wgmma() gives it): element type dt,
+ * rank dims, innermost first, the byte strides of dims 1.., the box, the swizzle; elements
+ * outside the tensor read as zeros and are not written */
+static inline int tma_map(CUtensorMap *tm, void *encode, CUtensorMapDataType dt, CUtensorMapSwizzle swz, const void *p,
+                          int rank, const cuuint64_t *dim, const cuuint64_t *stride, const cuuint32_t *box) {
     const cuuint32_t one[3] = {1, 1, 1};
-    return ((PFN_cuTensorMapEncodeTiled_v12000)encode)(tm, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, (cuuint32_t)rank,
-                                                        (void *)p, dim, stride, box, one,
-                                                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+    return ((PFN_cuTensorMapEncodeTiled_v12000)encode)(tm, dt, (cuuint32_t)rank, (void *)p, dim, stride, box, one,
+                                                        CU_TENSOR_MAP_INTERLEAVE_NONE, swz,
                                                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+/* a bf16 one in the 128-byte swizzle the wgmma tiles read */
+static inline int tma_map_bf16(CUtensorMap *tm, void *encode, const void *p, int rank, const cuuint64_t *dim,
+                               const cuuint64_t *stride, const cuuint32_t *box) {
+    return tma_map(tm, encode, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, CU_TENSOR_MAP_SWIZZLE_128B, p, rank, dim, stride, box);
 }
 /* a (rows × cols, ld) bf16 matrix as boxes of 64 columns × box_rows rows */
 static inline int tma_map_2d(CUtensorMap *tm, void *encode, const void *p, int rows, int cols, int ld, int box_rows) {
