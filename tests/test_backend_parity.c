@@ -958,6 +958,57 @@ START_TEST(test_attention_fwd_rope) {
 }
 END_TEST
 
+/* attention_fwd's out and lse on b (bf16 activations) */
+static void run_att_plain(trm_backend *b, float *out, float *lse, const float *qkv, int B, int T, int H) {
+    dmem m = {.b = b};
+    size_t no = (size_t)B * T * H * 64, nl = (size_t)B * H * T;
+    void *dO = nan_act(&m, no);
+    float *dL = nan_buf(&m, nl);
+    b->attention_fwd(b, dO, dL, upa(&m, qkv, (size_t)B * T * 3 * H * 64), B, T, H, 64);
+    downa(&m, out, dO, no);
+    down(&m, lse, dL, nl * sizeof(float));
+    dm_free(&m);
+}
+
+/* Where copies may go by TMA (cuda: the forward for T > 128), a second device backend opened
+ * with TRM_FLASH_TMA=0 copies by thread; the products and their order are the same, so are the
+ * bits. {B, T, H}: maze's T (15 key tiles, more than the ring's stages; the last block with one
+ * warpgroup past T), two key tiles, a block's rows all but one past T, five tiles. */
+START_TEST(test_attention_fwd_tma) {
+    pair p = open_pair();
+    if (!bf16_acts(&p) || !expect_hopper()) {
+        printf("test_backend_parity: %s: no TMA attention forward to compare\n", p.dev->name);
+        close_pair(&p);
+        return;
+    }
+    setenv("TRM_FLASH_TMA", "0", 1); /* this test's own forked process */
+    trm_err e = {{0}};
+    trm_backend *old = trm_backend_find(dev_name())->create(-1, &e);
+    ck_assert_msg(old != NULL, "%s: %s", dev_name(), e.msg);
+    trm_backend_set_bf16(old, 1);
+    tr_rng r = {53};
+    int dims[][3] = {{2, 916, 2}, {2, 129, 3}, {3, 193, 1}, {1, 300, 2}};
+    for (int k = 0; k < (int)(sizeof dims / sizeof dims[0]); k++) {
+        int B = dims[k][0], T = dims[k][1], H = dims[k][2];
+        size_t nq = (size_t)B * T * 3 * H * 64, no = (size_t)B * T * H * 64, nl = (size_t)B * H * T;
+        float *qkv = frand(&r, nq, -2, 2), *o[2], *l[2];
+        round_bf16(qkv, nq);
+        for (int i = 0; i < 2; i++) o[i] = malloc(no * sizeof(float)), l[i] = malloc(nl * sizeof(float));
+        run_att_plain(p.dev, o[0], l[0], qkv, B, T, H);
+        run_att_plain(old, o[1], l[1], qkv, B, T, H);
+        char what[96];
+        snprintf(what, sizeof what, "attention_fwd by TMA B=%d T=%d H=%d", B, T, H);
+        for (size_t i = 0; i < no; i++) ck_assert_msg(!isnan(o[0][i]), "%s: out[%zu] not written", what, i);
+        expect_rel(what, o[0], o[1], no, 0);
+        expect_rel(what, l[0], l[1], nl, 0);
+        free(qkv);
+        for (int i = 0; i < 2; i++) free(o[i]), free(l[i]);
+    }
+    old->destroy(old);
+    close_pair(&p);
+}
+END_TEST
+
 /* ---- bias -------------------------------------------------------------------------------- */
 
 static void run_bias(trm_backend *b, float *y, float *dbias, const float *bias, const float *dy,
@@ -2046,6 +2097,7 @@ static Suite *parity_suite(void) {
     tcase_add_test(tn, test_token_mlp_fwd);
     tcase_add_test(tn, test_rmsnorm_t);
     tcase_add_test(tn, test_attention_fwd_rope);
+    tcase_add_test(tn, test_attention_fwd_tma);
     suite_add_tcase(s, tn);
     return s;
 }

@@ -492,6 +492,7 @@ __global__ void __launch_bounds__(128 * WG) flash_fwd_wg_kernel(bf16 *out, float
 }
 
 #include "flash_short.cuh" /* the short RoPE forward by TMA (T ≤ 128), with its tensor maps */
+#include "flash_long.cuh"  /* the forward by TMA for T > 128 */
 
 /* ---- backward on Hopper (sm_90a): by default one pass (the dK/dV kernel with DQ = 1, below);
  * TRM_DETERMINISTIC=1 keeps the two passes without atomics, on wgmma ----------------------
@@ -1118,7 +1119,8 @@ int k_flash_wgmma(void) {
         smem_limit(flash_bwd_kv_wg_kernel<2, 1>, FK_SMEM(2, 1)) && smem_limit(flash_bwd_kv_wg_kernel<3, 1>, FK_SMEM(3, 1)) &&
         smem_limit(flash_bwd_kv_wg_kernel<2, 2>, FK_SMEM(2, 2)) && smem_limit(flash_bwd_kv_wg_kernel<3, 2>, FK_SMEM(3, 2)) &&
         smem_limit(flash_fwd_wg_kernel<FW_WG, 1>, FW_SMEM(FW_WG)) && smem_limit(flash_fwd_wg_kernel<FW_WG, 2>, FW_SMEM(FW_WG)) &&
-        smem_limit(flash_fwd_short_kernel<0>, FS_SMEM(FS_ROWS)) && smem_limit(flash_fwd_short_kernel<1>, FS_SMEM(FS_ROWS)))
+        smem_limit(flash_fwd_short_kernel<0>, FS_SMEM(FS_ROWS)) && smem_limit(flash_fwd_short_kernel<1>, FS_SMEM(FS_ROWS)) &&
+        smem_limit(flash_fwd_long_kernel<FL_WG>, FL_SMEM(FL_WG)))
         return 1;
     cudaGetLastError(); /* fall back to mma.sync without leaving the error queued */
     return 0;
@@ -1127,15 +1129,15 @@ int k_flash_wgmma(void) {
 #endif
 }
 
-void k_flash_fwd(cudaStream_t st, int wgmma, void *out, float *lse, const void *qkv, int B, int T, int H) {
-    if (wgmma) {
+void k_flash_fwd(cudaStream_t st, int wgmma, void *tma, void *out, float *lse, const void *qkv, int B, int T, int H) {
+    float sl2 = LOG2E / sqrtf((float)FA_D);
+    if (wgmma && !fl_launch(st, tma, (bf16 *)out, lse, (const bf16 *)qkv, B, T, H, sl2))
         flash_fwd_wg_kernel<FW_WG><<<wg_grid(T, FW_WG, H, B), 128 * FW_WG, FW_SMEM(FW_WG), st>>>(
-            (bf16 *)out, lse, (const bf16 *)qkv, T, H, LOG2E / sqrtf((float)FA_D));
-        return;
-    }
+            (bf16 *)out, lse, (const bf16 *)qkv, T, H, sl2);
+    if (wgmma) return;
     int rows = FA_FWD_WARPS * 16 * FA_MT;
     dim3 grid((unsigned)((T + rows - 1) / rows), (unsigned)H, (unsigned)B);
-    flash_fwd_kernel<<<grid, 32 * FA_FWD_WARPS, 0, st>>>((bf16 *)out, lse, (const bf16 *)qkv, T, H, LOG2E / sqrtf((float)FA_D));
+    flash_fwd_kernel<<<grid, 32 * FA_FWD_WARPS, 0, st>>>((bf16 *)out, lse, (const bf16 *)qkv, T, H, sl2);
 }
 
 int k_flash_fwd_rope(cudaStream_t st, int wgmma, void *tma_encode, void *out, float *lse, void *qkv, int B, int T,

@@ -93,7 +93,7 @@ typedef struct {
     void *nccl; /* the run's NCCL communicator, once comm_init ran */
     int wgmma;  /* attention on Hopper's warpgroup products (TRM_FLASH_WGMMA=0: the mma.sync kernels) */
     void *gate_up_tma; /* the Hopper gate/up + SwiGLU kernel's TMA encoder; NULL: none, or TRM_GATE_UP_WGMMA=0 (cuBLASLt + SwiGLU) */
-    void *flash_tma;   /* the same encoder for the short RoPE attention forward; NULL: TRM_FLASH_TMA=0 */
+    void *flash_tma;   /* the same encoder for the attention forwards by TMA; NULL: TRM_FLASH_TMA=0 */
     int deterministic; /* TRM_DETERMINISTIC=1: attention's backward in two passes, no reductions in memory */
     int ln_clusters;   /* clusters the linear + norm kernel runs at once (0: it cannot run here) */
 } cuda_ctx;
@@ -431,7 +431,7 @@ static void cuda_convert(trm_backend *b, void *dst, int dt_dst, int ld_dst, cons
 static void cuda_attention_fwd(trm_backend *b, void *out, float *lse, const void *qkv, int B, int T, int H, int hd) {
     if (B <= 0 || T <= 0 || H <= 0 || hd <= 0) return;
     if (DT(b) == TRM_BF16 && k_flash_ok(qkv, out, hd)) {
-        k_flash_fwd(ST(b), CTX(b)->wgmma, out, lse, qkv, B, T, H);
+        k_flash_fwd(ST(b), CTX(b)->wgmma, CTX(b)->flash_tma, out, lse, qkv, B, T, H);
         return;
     }
     size_t e = trm_act_size(b);
@@ -679,7 +679,7 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     c->deterministic = env_flag("TRM_DETERMINISTIC", 0);
     void *tma = k_gate_up_wgmma(); /* the TMA encoder, NULL where the Hopper kernels cannot run */
     c->gate_up_tma = env_flag("TRM_GATE_UP_WGMMA", 1) ? tma : NULL;
-    /* TRM_FLASH_TMA=0: the short RoPE forward by cp.async, tables from L2 (for measuring) */
+    /* TRM_FLASH_TMA=0: the attention forwards by cp.async (for measuring) */
     c->flash_tma = c->wgmma && env_flag("TRM_FLASH_TMA", 1) ? tma : NULL;
 #define CUDA_OP(op) b->op = cuda_##op;
     /* every op, the optional ones included, but the command-stream counters (stream_stats: NULL) */

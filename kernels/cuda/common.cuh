@@ -192,7 +192,9 @@ void k_att_ds(cudaStream_t st, float *dP, const float *P, const float *dr, int B
  * out and dout (B,T,H,64), dqkv like qkv, all bf16; lse and dr (B,H,T) fp32 */
 int k_flash_ok(const void *a, const void *b, int hd);
 int k_flash_wgmma(void); /* 1: the device and this build run the sm_90a (wgmma) attention kernels */
-void k_flash_fwd(cudaStream_t st, int wgmma, void *out, float *lse, const void *qkv, int B, int T, int H);
+/* tma_encode (k_gate_up_wgmma's; NULL: not used): T > 128 by TMA */
+void k_flash_fwd(cudaStream_t st, int wgmma, void *tma_encode, void *out, float *lse, const void *qkv, int B, int T,
+                 int H);
 /* the Hopper forward with RoPE applied to q and k as they arrive (backend.h: attention_fwd_rope);
  * with keep, the rotated q and k written back over qkv's. Only where one block holds a head's
  * rows (T ≤ 128): else each of a head's blocks would rotate all its keys again. 0, nothing done,
