@@ -690,84 +690,14 @@ __device__ __forceinline__ void fk_ds_store(bf16 *tile, const uint32_t (&da)[2][
         stsm4t(base + q * 128 + ((c ^ (q & 7)) << 4), da[kk]);
     }
 }
-/* a warpgroup's dQᵀ part (C fragments: rows d, columns queries) into its (64 × 32) fp32 staging */
-__device__ __forceinline__ void fk_dq_stage(float *stg, const float (&d)[4][4]) {
-    int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3, r = ((threadIdx.x >> 5) & 3) * 16 + g;
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        *reinterpret_cast<float2 *>(stg + r * FK_SLD + j * 8 + 2 * t) = make_float2(d[j][0], d[j][1]);
-        *reinterpret_cast<float2 *>(stg + (r + 8) * FK_SLD + j * 8 + 2 * t) = make_float2(d[j][2], d[j][3]);
-    }
-}
-/* the WG staged parts of query tile j summed and added to the head's fp32 dQᵀ accumulator
- * (64 × Tp, Tp = T rounded up to tiles: queries past T add zeros) */
-template <int WG> __device__ __forceinline__ void fk_dq_reduce(float *acc, const float *stg, int j, int Tp) {
-    for (int c = threadIdx.x; c < FA_D * FK_T / 4; c += 128 * WG) {
-        int r = c >> 3, c4 = (c & 7) * 4;
-        float4 v = *reinterpret_cast<const float4 *>(stg + r * FK_SLD + c4);
-#pragma unroll
-        for (int x = 1; x < WG; x++) {
-            float4 u = *reinterpret_cast<const float4 *>(stg + x * FK_STG + r * FK_SLD + c4);
-            v.x += u.x, v.y += u.y, v.z += u.z, v.w += u.w;
-        }
-        red_add_v4(acc + (size_t)r * Tp + j * FK_T + c4, v);
-    }
-}
-/* DQ = 2, where one block holds every key of the head: the WG staged parts of query tile j are
- * the whole dQᵀ of its queries, so their sum goes out scaled, in bf16, straight into the q
- * columns of dqkv (dq: the head's first row there, ld apart) — no accumulator to zero, no
- * reductions and no conversion pass. The same sum in the same order as DQ = 1's, so the same
- * bits. A lane per query (conflict-free reads down a staged column), 8 d a store. */
-template <int WG>
-__device__ __forceinline__ void fk_dq_write(bf16 *dq, size_t ld, const float *stg, int j, int T, float scale,
-                                            const float *cs, const float *sn) {
-    for (int i = threadIdx.x; i < FK_T * FA_D / 16; i += 128 * WG) {
-        int c = i & (FK_T - 1), d0 = (i / FK_T) * 8, q = j * FK_T + c;
-        if (q >= T) continue;
-        float v[8], u[8]; /* d0 + e and its rotary partner d0 + 32 + e */
-#pragma unroll
-        for (int e = 0; e < 8; e++) {
-            v[e] = stg[(d0 + e) * FK_SLD + c], u[e] = stg[(d0 + 32 + e) * FK_SLD + c];
-#pragma unroll
-            for (int x = 1; x < WG; x++)
-                v[e] += stg[x * FK_STG + (d0 + e) * FK_SLD + c], u[e] += stg[x * FK_STG + (d0 + 32 + e) * FK_SLD + c];
-            v[e] *= scale, u[e] *= scale;
-        }
-        if (cs) { /* the rotary embedding's transpose rotation, rounded once; the tables' 8
-                   * values of d0.. and of d0 + 32.. as float4 loads (scalar ones cost the fused
-                   * backward more than the rope pass it replaced) */
-            const float4 *c = reinterpret_cast<const float4 *>(cs + (size_t)q * FA_D + d0);
-            const float4 *n = reinterpret_cast<const float4 *>(sn + (size_t)q * FA_D + d0);
-#pragma unroll
-            for (int h4 = 0; h4 < 2; h4++) { /* 4 pairs at a time: fewer live registers */
-                float4 c0 = __ldg(c + h4), c1 = __ldg(c + 8 + h4), n0 = __ldg(n + h4), n1 = __ldg(n + 8 + h4);
-                float *a = v + 4 * h4, *b = u + 4 * h4;
-                rope_pair(a[0], b[0], c0.x, c1.x, n0.x, n1.x, 1), rope_pair(a[1], b[1], c0.y, c1.y, n0.y, n1.y, 1);
-                rope_pair(a[2], b[2], c0.z, c1.z, n0.z, n1.z, 1), rope_pair(a[3], b[3], c0.w, c1.w, n0.w, n1.w, 1);
-            }
-        }
-        uint4 o = {pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3]), pack_bf16(v[4], v[5]), pack_bf16(v[6], v[7])};
-        uint4 o2 = {pack_bf16(u[0], u[1]), pack_bf16(u[2], u[3]), pack_bf16(u[4], u[5]), pack_bf16(u[6], u[7])};
-        *reinterpret_cast<uint4 *>(dq + (size_t)q * ld + d0) = o;
-        *reinterpret_cast<uint4 *>(dq + (size_t)q * ld + d0 + 32) = o2;
-    }
-}
-/* tile j's dQ parts out: summed into the accumulator (DQ = 1) or written (DQ = 2) */
-template <int WG, int DQ>
-__device__ __forceinline__ void fk_dq_out(float *acc, bf16 *dq, size_t ld, const float *stg, int j, int Tp, int T,
-                                          float scale, const float *cs, const float *sn) {
-    if constexpr (DQ == 2)
-        fk_dq_write<WG>(dq, ld, stg, j, T, scale, cs, sn);
-    else
-        fk_dq_reduce<WG>(acc, stg, j, Tp);
-}
+#include "flash_dq.cuh" /* the one-pass backward's dQ: staged, summed, added or written */
 #endif
 
 template <int WG, int DQ>
 __global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, float *dqacc, const bf16 *q16,
                                                                    const bf16 *o16, const float *lse, const float *dr,
                                                                    int T, int H, float sl2, float scale,
-                                                                   const float *rcs, const float *rsn) {
+                                                                   const float *rcs, const float *rsn, int tab) {
 #if defined(TRM_WGMMA)
     extern __shared__ unsigned char fw_raw[];
     bf16 *sQO = (bf16 *)smem_align1024(fw_raw);
@@ -781,6 +711,23 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, f
     int n = (T + FK_T - 1) / FK_T, Tp = fk_tp(T);
     float *acc = DQ == 1 ? dqacc + ((size_t)b * H + h) * FA_D * Tp : nullptr; /* the head's dQᵀ (64 × Tp) */
     bf16 *dq = dqkv + (size_t)b * T * ld + h * FA_D;                            /* DQ = 2: its dQ rows */
+    /* tab (DQ = 2, T rows of RoPE's tables fit): both tables into shared memory at once by one
+     * bulk copy each, for the dQ and dK stores, which read them from L2 otherwise */
+    const float *cs = rcs, *sn = rsn;
+    uint64_t *tbar = nullptr;
+    if (DQ == 2 && tab) {
+        float *sT = sStg + 2 * WG * FK_STG;
+        tbar = (uint64_t *)(sT + 2 * T * FA_D);
+        if (threadIdx.x == 0) {
+            mbar_init(tbar, 1);
+            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+            fence_async_smem();
+            mbar_expect(tbar, 2 * T * FA_D * 4);
+            bulk_load(sT, rcs, T * FA_D * 4, tbar);
+            bulk_load(sT + T * FA_D, rsn, T * FA_D * 4, tbar);
+        }
+        cs = sT, sn = sT + T * FA_D;
+    }
     fw_fetch(sK, K, ld, k0, T, 64 * WG);
     fw_fetch(sV, V, ld, k0, T, 64 * WG);
     fk_fetch(sQO, sLD, Q, dO, Lr, Dr, ld, ldo, 0, T);
@@ -818,7 +765,10 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, f
         if constexpr (DQ) fk_tn(dqt, kt, dsd);
         wg_commit();
         if constexpr (DQ)
-            if (it >= 2) fk_dq_out<WG, DQ>(acc, dq, ld, sStg + (it & 1) * WG * FK_STG, it - 2, Tp, T, scale, rcs, rsn);
+            if (it >= 2) {
+                if (it == 2 && tab) mbar_wait(tbar, 0); /* (the barrier's init seen: fk_next synchronised) */
+                fk_dq_out<WG, DQ>(acc, dq, ld, sStg + (it & 1) * WG * FK_STG, it - 2, Tp, T, scale, cs, sn, tab);
+            }
         wg_wait<1>(); /* Sᵀ and dPᵀ; the previous tile's dV and dK (and dQ) products run on */
         wg_fence_f(st), wg_fence_f(dpt);
         const float *sl = sLD + (it % FW_NS) * 2 * FK_T;
@@ -830,6 +780,7 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, f
         if constexpr (DQ) fk_ds_store(sDS + wg * FK_TILE, da);
     }
     if constexpr (DQ) fence_async_smem(), __syncthreads(); /* dSᵀ(n - 1), the parts of n - 2 */
+    if (DQ == 2 && tab) mbar_wait(tbar, 0);
     const bf16 *sp = sQO + ((n - 1) % FW_NS) * 2 * FK_TILE;
     fw_descs(qn, sp, 1);
     fw_descs(on, sp + FK_TILE, 1);
@@ -841,18 +792,18 @@ __global__ void __launch_bounds__(128 * WG) flash_bwd_kv_wg_kernel(bf16 *dqkv, f
     if constexpr (DQ) fk_tn(dqt, kt, dsd);
     wg_commit();
     if constexpr (DQ)
-        if (n >= 2) fk_dq_out<WG, DQ>(acc, dq, ld, sStg + (n & 1) * WG * FK_STG, n - 2, Tp, T, scale, rcs, rsn);
+        if (n >= 2) fk_dq_out<WG, DQ>(acc, dq, ld, sStg + (n & 1) * WG * FK_STG, n - 2, Tp, T, scale, cs, sn, tab);
     wg_wait<0>();
     wg_fence_f(dk), wg_fence_f(dv), wg_fence_u(pa), wg_fence_u(da);
     if constexpr (DQ) {
         wg_fence_f(dqt);
         fk_dq_stage(sStg + (((n - 1) & 1) * WG + wg) * FK_STG, dqt);
         __syncthreads();
-        fk_dq_out<WG, DQ>(acc, dq, ld, sStg + ((n - 1) & 1) * WG * FK_STG, n - 1, Tp, T, scale, rcs, rsn);
+        fk_dq_out<WG, DQ>(acc, dq, ld, sStg + ((n - 1) & 1) * WG * FK_STG, n - 1, Tp, T, scale, cs, sn, tab);
     }
     if (r0 < T) {
         if (rcs) /* dK rotated back by the rotary embedding's transpose (rcs: its tables, or NULL) */
-            fa_store_rope(dqkv + (size_t)b * T * ld + (H + h) * FA_D, ld, r0, T, dk, scale, rcs, rsn);
+            fa_store_rope(dqkv + (size_t)b * T * ld + (H + h) * FA_D, ld, r0, T, dk, scale, cs, sn, tab);
         else
             fa_store(dqkv + (size_t)b * T * ld + (H + h) * FA_D, ld, r0, T, dk, scale, scale);
         fa_store(dqkv + (size_t)b * T * ld + (2 * H + h) * FA_D, ld, r0, T, dv, 1.f, 1.f);
@@ -1095,16 +1046,21 @@ static dim3 wg_grid(int T, int WG, int H, int B) { return dim3((unsigned)((T + 6
 static int fk_wg(int T) { return (T + 191) / 192 * 192 <= (T + 127) / 128 * 128 ? 3 : 2; }
 /* the one-pass backward needs no dQ accumulator where one block holds every key (T = 97) */
 static int fk_one_block(int T) { return T <= 64 * fk_wg(T); }
+/* the shared memory of DQ = 2's copy of RoPE's tables at T rows (and its barrier); taken with two
+ * warpgroups (T ≤ 128) */
+#define FK_TAB(T) ((size_t)2 * (T) * FA_D * 4 + 16)
 template <int DQ>
 static void fk_launch(cudaStream_t st, bf16 *dqkv, float *dqacc, const bf16 *q, const bf16 *o, const float *lse,
                       const float *dr, int B, int T, int H, float scale, const float *rcs = nullptr,
                       const float *rsn = nullptr) {
-    if (fk_wg(T) == 3)
+    if (fk_wg(T) == 3) {
         flash_bwd_kv_wg_kernel<3, DQ><<<wg_grid(T, 3, H, B), 128 * 3, FK_SMEM(3, DQ), st>>>(
-            dqkv, dqacc, q, o, lse, dr, T, H, scale * LOG2E, scale, rcs, rsn);
-    else
-        flash_bwd_kv_wg_kernel<2, DQ><<<wg_grid(T, 2, H, B), 128 * 2, FK_SMEM(2, DQ), st>>>(
-            dqkv, dqacc, q, o, lse, dr, T, H, scale * LOG2E, scale, rcs, rsn);
+            dqkv, dqacc, q, o, lse, dr, T, H, scale * LOG2E, scale, rcs, rsn, 0);
+        return;
+    }
+    int tab = DQ == 2 && rcs && T <= 128 && aligned16(rcs) && aligned16(rsn);
+    flash_bwd_kv_wg_kernel<2, DQ><<<wg_grid(T, 2, H, B), 128 * 2, FK_SMEM(2, DQ) + (tab ? FK_TAB(T) : 0), st>>>(
+        dqkv, dqacc, q, o, lse, dr, T, H, scale * LOG2E, scale, rcs, rsn, tab);
 }
 
 size_t k_flash_dq_bytes(int B, int T, int H) {
@@ -1117,7 +1073,8 @@ int k_flash_wgmma(void) {
     if (smem_limit(flash_fwd_wg_kernel<FW_WG>, FW_SMEM(FW_WG)) && smem_limit(flash_bwd_q_wg_kernel<FW_WG>, FQ_SMEM(FW_WG)) &&
         smem_limit(flash_bwd_kv_wg_kernel<2, 0>, FK_SMEM(2, 0)) && smem_limit(flash_bwd_kv_wg_kernel<3, 0>, FK_SMEM(3, 0)) &&
         smem_limit(flash_bwd_kv_wg_kernel<2, 1>, FK_SMEM(2, 1)) && smem_limit(flash_bwd_kv_wg_kernel<3, 1>, FK_SMEM(3, 1)) &&
-        smem_limit(flash_bwd_kv_wg_kernel<2, 2>, FK_SMEM(2, 2)) && smem_limit(flash_bwd_kv_wg_kernel<3, 2>, FK_SMEM(3, 2)) &&
+        smem_limit(flash_bwd_kv_wg_kernel<2, 2>, FK_SMEM(2, 2) + FK_TAB(128)) &&
+        smem_limit(flash_bwd_kv_wg_kernel<3, 2>, FK_SMEM(3, 2)) &&
         smem_limit(flash_fwd_wg_kernel<FW_WG, 1>, FW_SMEM(FW_WG)) && smem_limit(flash_fwd_wg_kernel<FW_WG, 2>, FW_SMEM(FW_WG)) &&
         smem_limit(flash_fwd_short_kernel<0>, FS_SMEM(FS_ROWS)) && smem_limit(flash_fwd_short_kernel<1>, FS_SMEM(FS_ROWS)) &&
         smem_limit(flash_fwd_long_kernel<FL_WG>, FL_SMEM(FL_WG)))

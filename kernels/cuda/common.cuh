@@ -63,6 +63,21 @@ __device__ __forceinline__ void ld_f8(float *f, const float *p) {
     float4 a = __ldg(reinterpret_cast<const float4 *>(p)), b = __ldg(reinterpret_cast<const float4 *>(p) + 1);
     f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
 }
+/* a rotary table's 4 or 2 floats at p: from shared memory where sh (a copy the kernel made),
+ * else through the read-only path */
+__device__ __forceinline__ float4 tab_ld4(const float *p, bool sh) {
+    if (!sh) return __ldg(reinterpret_cast<const float4 *>(p));
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"((uint32_t)__cvta_generic_to_shared(p)));
+    return v;
+}
+__device__ __forceinline__ float2 tab_ld2(const float *p, bool sh) {
+    if (!sh) return __ldg(reinterpret_cast<const float2 *>(p));
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"((uint32_t)__cvta_generic_to_shared(p)));
+    return v;
+}
 static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 /* the current device is a Hopper (compute capability 9.0, what the sm_90a kernels need) */
 static inline bool device_sm90(void) {

@@ -8,9 +8,9 @@
 /* fa_store of a head's gradient (dK) with the rotary embedding's transpose rotation applied
  * on the way (cs, sn: fp32 (T × 64) tables, row = position): columns c and c + 32 are C
  * fragments j and j + 4 of the same thread, so the pair meets in registers and is rounded to
- * bf16 once. */
+ * bf16 once. sh: the tables are the kernel's copy in shared memory. */
 __device__ __forceinline__ void fa_store_rope(bf16 *dst, size_t ld, int row0, int T, float acc[8][4], float s,
-                                              const float *cs, const float *sn) {
+                                              const float *cs, const float *sn, bool sh = false) {
     int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
 #pragma unroll
     for (int hf = 0; hf < 2; hf++) {
@@ -22,8 +22,8 @@ __device__ __forceinline__ void fa_store_rope(bf16 *dst, size_t ld, int row0, in
             int k = j * 8 + 2 * t;
             float a0 = acc[j][2 * hf] * s, a1 = acc[j][2 * hf + 1] * s;
             float b0 = acc[j + 4][2 * hf] * s, b1 = acc[j + 4][2 * hf + 1] * s;
-            float2 c0 = __ldg(reinterpret_cast<const float2 *>(c + k)), c1 = __ldg(reinterpret_cast<const float2 *>(c + k + 32));
-            float2 n0 = __ldg(reinterpret_cast<const float2 *>(n + k)), n1 = __ldg(reinterpret_cast<const float2 *>(n + k + 32));
+            float2 c0 = tab_ld2(c + k, sh), c1 = tab_ld2(c + k + 32, sh);
+            float2 n0 = tab_ld2(n + k, sh), n1 = tab_ld2(n + k + 32, sh);
             rope_pair(a0, b0, c0.x, c1.x, n0.x, n1.x, 1);
             rope_pair(a1, b1, c0.y, c1.y, n0.y, n1.y, 1);
             *reinterpret_cast<uint32_t *>(dst + (size_t)r * ld + k) = pack_bf16(a0, a1);

@@ -297,6 +297,14 @@ __device__ __forceinline__ void wg_ring_tile(F mma, unsigned char *ring, uint64_
     wg_wait<0>();
     if (lane == 0) mbar_arrive(empty + prev);
 }
+/* `bytes` (a multiple of 16) from global src (16-byte aligned) to shared dst, counted on bar as
+ * tma_load_2d's boxes (no tensor map: a contiguous run) */
+__device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                 ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes),
+                 "r"((uint32_t)__cvta_generic_to_shared(bar))
+                 : "memory");
+}
 /* a shared tile out to a box of a tensor map (elements outside the tensor are not written), in
  * the issuing thread's bulk group: tma_commit, then tma_wait_read before the tile is written
  * again (and tma_wait before the block exits) */
