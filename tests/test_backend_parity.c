@@ -1009,6 +1009,65 @@ START_TEST(test_attention_fwd_tma) {
 }
 END_TEST
 
+/* gate_up_swiglu's act and gu on b for case c = {rows, I, K, ldx, ldw} (x and w drawn by the
+ * caller); gu only where keep */
+static void run_gate_up(trm_backend *b, float *act, float *gu, const float *x, const float *w, const int c[5],
+                        int keep) {
+    int rows = c[0], I = c[1], K = c[2], ldx = c[3], ldw = c[4];
+    size_t na = (size_t)rows * I;
+    dmem m = {.b = b};
+    void *ea = nan_act(&m, na), *eg = nan_act(&m, 2 * na);
+    ck_assert(b->gate_up_swiglu(b, ea, keep ? eg : NULL, upa(&m, x, (size_t)rows * ldx), ldx,
+                                upa(&m, w, (size_t)2 * I * ldw), ldw, TRM_BF16, rows, I, K));
+    downa(&m, act, ea, na), downa(&m, gu, eg, 2 * na);
+    dm_free(&m);
+}
+
+/* Where the channel MLP's gate/up runs in 128 × 256 tiles (cuda on Hopper, gate_up.cu), a
+ * second device backend opened with TRM_GATE_UP_TILE=0 runs swiglu.cu's kernel: the same sums
+ * over K in the same order, so the same bits, gu kept or not. Cases: a last row tile partly
+ * past the rows, strided x and w; three column tiles over several row tiles; more tiles than
+ * blocks (each block several, the ring's phases carried across them) with K past the last
+ * whole 64-column chunk. */
+START_TEST(test_gate_up_tile) {
+    pair p = open_pair();
+    if (!p.dev->gate_up_swiglu || !bf16_acts(&p) || !expect_hopper()) {
+        printf("test_backend_parity: %s: no tiled gate/up kernel to compare\n", p.dev->name);
+        close_pair(&p);
+        return;
+    }
+    setenv("TRM_GATE_UP_TILE", "0", 1); /* this test's own forked process */
+    trm_err e = {{0}};
+    trm_backend *old = trm_backend_find(dev_name())->create(-1, &e);
+    ck_assert_msg(old != NULL, "%s: %s", dev_name(), e.msg);
+    trm_backend_set_bf16(old, 1);
+    tr_rng r = {59};
+    int cases[][5] = {{333, 128, 512, 520, 520}, {1000, 384, 512, 512, 512}, {40000, 256, 296, 296, 304}};
+    for (int k = 0; k < 6; k++) {
+        const int *c = cases[k / 2];
+        int keep = k % 2;
+        size_t na = (size_t)c[0] * c[1];
+        float *x = frand(&r, (size_t)c[0] * c[3], -1, 1), *w = frand(&r, (size_t)2 * c[1] * c[4], -0.3, 0.3);
+        round_bf16(x, (size_t)c[0] * c[3]), round_bf16(w, (size_t)2 * c[1] * c[4]);
+        float *a[2], *g[2];
+        for (int i = 0; i < 2; i++) a[i] = malloc(na * sizeof(float)), g[i] = malloc(2 * na * sizeof(float));
+        run_gate_up(p.dev, a[0], g[0], x, w, c, keep);
+        run_gate_up(old, a[1], g[1], x, w, c, keep);
+        char what[96];
+        snprintf(what, sizeof what, "gate_up tiles rows=%d I=%d K=%d keep=%d", c[0], c[1], c[2], keep);
+        for (size_t i = 0; i < na; i++) ck_assert_msg(!isnan(a[0][i]), "%s: act[%zu] not written", what, i);
+        expect_rel(what, a[0], a[1], na, 0);
+        if (keep) expect_rel(what, g[0], g[1], 2 * na, 0);
+        else
+            for (size_t i = 0; i < 2 * na; i++) ck_assert_msg(isnan(g[0][i]), "%s: gu written at %zu", what, i);
+        free(x), free(w);
+        for (int i = 0; i < 2; i++) free(a[i]), free(g[i]);
+    }
+    old->destroy(old);
+    close_pair(&p);
+}
+END_TEST
+
 /* ---- bias -------------------------------------------------------------------------------- */
 
 static void run_bias(trm_backend *b, float *y, float *dbias, const float *bias, const float *dy,
@@ -2091,6 +2150,7 @@ static Suite *parity_suite(void) {
     TCase *tn = tcase_create("fused passes");
     tcase_set_timeout(tn, 300);
     tcase_add_test(tn, test_gate_up_swiglu);
+    tcase_add_test(tn, test_gate_up_tile);
     tcase_add_test(tn, test_linear_norm);
     tcase_add_test(tn, test_gate_up_swiglu_bwd);
     tcase_add_test(tn, test_down_swiglu_bwd);

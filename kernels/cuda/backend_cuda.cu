@@ -94,6 +94,7 @@ typedef struct {
     int wgmma;  /* attention on Hopper's warpgroup products (TRM_FLASH_WGMMA=0: the mma.sync kernels) */
     void *gate_up_tma; /* the Hopper gate/up + SwiGLU kernel's TMA encoder; NULL: none, or TRM_GATE_UP_WGMMA=0 (cuBLASLt + SwiGLU) */
     void *flash_tma;   /* the same encoder for the attention forwards by TMA; NULL: TRM_FLASH_TMA=0 */
+    int gate_up_tile;  /* gate/up + SwiGLU in 128 × 256 tiles where it takes the shape (TRM_GATE_UP_TILE=0: not) */
     int deterministic; /* TRM_DETERMINISTIC=1: attention's backward in two passes, no reductions in memory */
     int ln_clusters;   /* clusters the linear + norm kernel runs at once (0: it cannot run here) */
 } cuda_ctx;
@@ -370,6 +371,9 @@ static void cuda_swiglu_bwd(trm_backend *b, void *dgu, void *o, const void *d, c
 static int cuda_gate_up_swiglu(trm_backend *b, void *act, void *gu, const void *x, int ldx, const void *W, int ldw,
                                int wdt, int rows, int I, int K) {
     if (DT(b) != TRM_BF16 || wdt != TRM_BF16) return 0;
+    /* the channel MLP (K = hidden); mlp_t's short products (K = Tp) stay with swiglu.cu's */
+    if (CTX(b)->gate_up_tile && K >= 256 && k_gate_up_tile(ST(b), CTX(b)->gate_up_tma, act, gu, x, ldx, W, ldw, rows, I, K))
+        return 1;
     return k_gate_up_swiglu(ST(b), CTX(b)->gate_up_tma, act, gu, x, ldx, W, ldw, rows, I, K);
 }
 static int cuda_gate_up_swiglu_bwd(trm_backend *b, void *dgu, void *act, const void *dact, const void *x, int ldx,
@@ -681,6 +685,7 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     c->gate_up_tma = env_flag("TRM_GATE_UP_WGMMA", 1) ? tma : NULL;
     /* TRM_FLASH_TMA=0: the attention forwards by cp.async (for measuring) */
     c->flash_tma = c->wgmma && env_flag("TRM_FLASH_TMA", 1) ? tma : NULL;
+    c->gate_up_tile = c->gate_up_tma && env_flag("TRM_GATE_UP_TILE", 1) && k_gate_up_tile_ok();
 #define CUDA_OP(op) b->op = cuda_##op;
     /* every op, the optional ones included, but the command-stream counters (stream_stats: NULL) */
     TRM_OPS_REQUIRED(CUDA_OP) TRM_OPS_FUSED(CUDA_OP) TRM_OPS_FUSED_GPU(CUDA_OP) TRM_OPS_BF16_ACTS(CUDA_OP) TRM_OPS_COMPILE(CUDA_OP)

@@ -169,6 +169,12 @@ void k_rmsnorm_t_bwd(cudaStream_t st, int dt, void *dx, const void *dy, const vo
                      int Tn, int Tp, int D);
 void k_swiglu_fwd(cudaStream_t st, int dt, void *out, const void *gu, int rows, int I);
 void k_swiglu_bwd(cudaStream_t st, int dt, void *dgu, void *out, const void *dout, const void *gu, int rows, int I);
+/* the same in 128 × 256 tiles on Hopper (gate_up.cu): rows ≥ 128, I a multiple of 128, K ≥ 64;
+ * 0 where it does not take the call (nothing launched); k_gate_up_tile_ok() whether it can run
+ * here at all */
+int k_gate_up_tile_ok(void);
+int k_gate_up_tile(cudaStream_t st, void *tma_encode, void *act, void *gu, const void *x, int ldx, const void *w,
+                   int ldw, int rows, int I, int K);
 /* act = SwiGLU(x·Wᵀ) (gu = x·Wᵀ too unless NULL), all bf16: given tma_encode = k_gate_up_wgmma()
  * (NULL where the device or build has no Hopper kernel), K ≤ 512 with I a multiple of 64 on
  * Hopper; otherwise K ≤ 128 (mma.sync); 0 where it does not take the shape (nothing launched) */

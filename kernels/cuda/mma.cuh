@@ -228,11 +228,27 @@ __device__ __forceinline__ void tma_load_3d_nb(void *dst, const CUtensorMap *tm,
                  "r"((uint32_t)__cvta_generic_to_shared(bar))
                  : "memory");
 }
-/* The producer's side of that ring for one tile: its KC chunks, A's at row ra of tma and B's at
- * row rb of tmb, each into the next stage once every consumer warp has released it. Beside them
- * the tile's own buffer is loaded by side() once the last tile's outputs have left it (sfree,
- * parity sphase ^ 1): tested after each chunk past the first stages, so the chunks never wait
- * for it, and waited for only after the last chunk. slot, phase and sphase carry across tiles. */
+/* The producer's side of that ring, one chunk: A's at (chunk kc, row ra) of tma and B's at row
+ * rb of tmb (B3: a 3-D map, its box at (kc, rb, 0)) into the next stage once every consumer warp
+ * has released it. slot and phase carry across chunks and tiles. */
+template <int NS, int STAGE, int A_BYTES, int B3 = 0>
+__device__ __forceinline__ void tma_ring_chunk(const CUtensorMap *tma, int ra, const CUtensorMap *tmb, int rb, int kc,
+                                               unsigned char *ring, uint64_t *full, uint64_t *empty, int &slot,
+                                               int &phase) {
+    mbar_wait(empty + slot, phase ^ 1);
+    unsigned char *s = ring + slot * STAGE;
+    mbar_expect(full + slot, STAGE);
+    tma_load_2d_nb(s, tma, kc * 64, ra, full + slot);
+    if (B3)
+        tma_load_3d_nb(s + A_BYTES, tmb, kc * 64, rb, 0, full + slot);
+    else
+        tma_load_2d_nb(s + A_BYTES, tmb, kc * 64, rb, full + slot);
+    if (++slot == NS) slot = 0, phase ^= 1;
+}
+/* One tile's KC chunks, and beside them the tile's own buffer loaded by side() once the last
+ * tile's outputs have left it (sfree, parity sphase ^ 1): tested after each chunk past the
+ * first stages, so the chunks never wait for it, and waited for only after the last chunk.
+ * sphase carries across tiles. */
 template <int NS, int STAGE, int A_BYTES, typename F>
 __device__ __forceinline__ void tma_ring_tile(F side, const CUtensorMap *tma, int ra, const CUtensorMap *tmb, int rb,
                                               unsigned char *ring, uint64_t *full, uint64_t *empty, uint64_t *sfree,
@@ -240,12 +256,7 @@ __device__ __forceinline__ void tma_ring_tile(F side, const CUtensorMap *tma, in
     int at = KC < NS ? KC - 1 : NS - 1;
     bool pending = true;
     for (int kc = 0; kc < KC; kc++) {
-        mbar_wait(empty + slot, phase ^ 1);
-        unsigned char *s = ring + slot * STAGE;
-        mbar_expect(full + slot, STAGE);
-        tma_load_2d_nb(s, tma, kc * 64, ra, full + slot);
-        tma_load_2d_nb(s + A_BYTES, tmb, kc * 64, rb, full + slot);
-        if (++slot == NS) slot = 0, phase ^= 1;
+        tma_ring_chunk<NS, STAGE, A_BYTES>(tma, ra, tmb, rb, kc, ring, full, empty, slot, phase);
         if (pending && kc >= at && mbar_done(sfree, sphase ^ 1)) side(), pending = false;
     }
     if (pending) {

@@ -1,0 +1,176 @@
+/* gate_up.cu — the channel MLP's gate/up product with SwiGLU in its epilogue on Hopper, in
+ * 128 × 256 tiles (backend.h: gate_up_swiglu; swiglu.cu's k_gate_up_swiglu calls it first):
+ * act = silu(g)·u with [g | u] = x·Wᵀ, and the product itself (gu) where the backward keeps it.
+ *
+ * swiglu.cu's kernel keeps a block's 128 weight rows in shared memory and streams x past them
+ * in four independent warpgroups; on sudoku_att's calls its tensor cores were busy 60% of the
+ * time (Nsight Compute), against 75% for cuBLASLt's and linear_norm's 128 × 256 tiles. This one
+ * is built as those: a block takes 128 rows × 128 columns of act at a time (persistent: tile b,
+ * b + blocks, ..., the column tiles of a row range next to each other so that x's rows are read
+ * from L2), which is 128 × 256 of the product: gate columns n0.. and up columns I + n0.. side
+ * by side. Two consumer warpgroups of 64 rows run m64n256k16 products fed by one producer
+ * thread streaming x's and W's 64-column chunks through a ring of stages by TMA (W's two row
+ * ranges as one box of a 3-D map); a thread's sums then hold both halves of each SwiGLU pair.
+ * The consumers round the sums to bf16 as the GEMM would, leave them in a buffer and go on to
+ * the next tile's products; three storer warps compute act from the rounded g and u (silu_fast,
+ * the same bits as swiglu.cu's epilogue) and send it out by TMA, after gu where it is kept.
+ * Hopper only (sm_90a). */
+#include "common.cuh"
+#include "mma.cuh"
+
+#define GT_BM 128                 /* rows a tile (two warpgroups of 64) */
+#define GT_BN 128                 /* act columns a tile: 256 of the product */
+#define GT_NS 3                   /* stages in the ring */
+#define GT_A (GT_BM * 128)        /* bytes of x's chunk: 128 rows of 64 bf16 */
+#define GT_W (2 * GT_BN * 128)    /* bytes of W's chunk: 256 rows of 64 bf16 */
+#define GT_STAGE (GT_A + GT_W)
+#define GT_BOX (GT_BM * 128)      /* one box of 64 columns × 128 rows */
+#define GT_EPI (4 * GT_BOX)       /* g (then act) and u: two boxes each */
+#define GT_THREADS 384            /* two consumer warpgroups; the producer's warp, 3 storer warps */
+#define GT_STORERS 96
+#define GT_SMEM (1024 + GT_NS * GT_STAGE + GT_EPI + 16 * 8)
+
+#if defined(TRM_CUDA_SM90A)
+#if defined(TRM_WGMMA)
+/* The consumers' part of the epilogue, warpgroup wg's 64 rows: the sums rounded to bf16 into
+ * the buffer. The thread's values are rows r and r + 8 (r = its warp's 16 rows, lane / 4),
+ * columns 8j + 2(lane % 4) and the next, j < 32: box j / 8 (g's two, then u's), row r, 16-byte
+ * chunk (j % 8) ^ (r % 8) (the 128-byte swizzle), the lane's 4 bytes in it. */
+__device__ __forceinline__ void gt_sums(float (&d)[32][4], unsigned char *epi, int wg, int lane, int warp) {
+    int r0 = wg * 64 + warp * 16 + (lane >> 2);
+    uint32_t base = (uint32_t)__cvta_generic_to_shared(epi) + r0 * 128 + 4 * (lane & 3);
+#pragma unroll
+    for (int j = 0; j < 32; j++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++)
+            sts_b32(base + (j >> 3) * GT_BOX + (((j & 7) ^ (r0 & 7)) << 4) + hr * 1024,
+                    pack_bf16(d[j][2 * hr], d[j][2 * hr + 1]));
+}
+
+/* the storers' named barrier (0 is __syncthreads') */
+__device__ __forceinline__ void gt_bar_storers() { asm volatile("bar.sync 1, %0;\n" ::"n"(GT_STORERS) : "memory"); }
+
+/* The storers (thread t of GT_STORERS): each tile, once its sums are in (sready), gu out by TMA
+ * where it is kept (and read out before g is overwritten); act in place of g, 8 values a step;
+ * act out by TMA, and the buffer the consumers' again (efree). */
+__device__ void gt_store(const CUtensorMap *tmo, const CUtensorMap *tma, bool keep, unsigned char *epi,
+                         uint64_t *sready, uint64_t *efree, int first, int step, int tiles, int ntiles, int I, int t) {
+    uint32_t base = (uint32_t)__cvta_generic_to_shared(epi);
+    int it = 0;
+    for (int tile = first; tile < tiles; tile += step, it++) {
+        int m0 = tile / ntiles * GT_BM, n0 = tile % ntiles * GT_BN;
+        mbar_wait(sready, it & 1);
+        if (keep) {
+            if (t == 0) {
+#pragma unroll
+                for (int b = 0; b < 4; b++)
+                    tma_store_2d(tmo, epi + b * GT_BOX, (b >> 1) * I + n0 + (b & 1) * 64, m0);
+                tma_commit();
+                tma_wait_read();
+            }
+            gt_bar_storers();
+        }
+#pragma unroll 2
+        for (int v = t; v < 2 * GT_BOX / 16; v += GT_STORERS) {
+            uint32_t at = base + 16 * v, qg[4], qu[4], q[4];
+            lds_v4(at, qg), lds_v4(at + 2 * GT_BOX, qu);
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                q[e] = pack_bf16(silu_fast(bf16_lo(qg[e])) * bf16_lo(qu[e]), silu_fast(bf16_hi(qg[e])) * bf16_hi(qu[e]));
+            sts_v4(at, q);
+        }
+        fence_async_smem(); /* the generic stores, read next by the TMA stores */
+        gt_bar_storers();
+        if (t == 0) {
+            for (int b = 0; b < 2; b++) tma_store_2d(tma, epi + b * GT_BOX, n0 + b * 64, m0);
+            tma_commit();
+            tma_wait_read();
+            mbar_arrive(efree);
+        }
+    }
+    if (t == 0) tma_wait();
+}
+#endif
+
+__global__ void __launch_bounds__(GT_THREADS, 1)
+    gate_up_tile_kernel(const __grid_constant__ CUtensorMap tmx, const __grid_constant__ CUtensorMap tmw,
+                        const __grid_constant__ CUtensorMap tmo, const __grid_constant__ CUtensorMap tma, int keep,
+                        int rows, int I, int K) {
+#if defined(TRM_WGMMA)
+    extern __shared__ unsigned char gt_raw[];
+    unsigned char *ring = smem_align1024(gt_raw); /* swizzle atoms */
+    unsigned char *epi = ring + GT_NS * GT_STAGE;
+    uint64_t *full = (uint64_t *)(epi + GT_EPI), *empty = full + GT_NS, *efree = empty + GT_NS, *sready = efree + 1;
+    int ntiles = I / GT_BN, tiles = (rows + GT_BM - 1) / GT_BM * ntiles, KC = (K + 63) / 64;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < GT_NS; s++) mbar_init(full + s, 1), mbar_init(empty + s, 8);
+        mbar_init(efree, 1), mbar_init(sready, 256);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        fence_async_smem(); /* the barriers seen initialised by the TMA copies too */
+    }
+    __syncthreads();
+    if (threadIdx.x >= 256) { /* warp 8: the producer (its lane 0); warps 9–11: the storers */
+        if (threadIdx.x == 256) {
+            int slot = 0, phase = 0;
+            for (int t = blockIdx.x; t < tiles; t += gridDim.x)
+                for (int kc = 0; kc < KC; kc++)
+                    tma_ring_chunk<GT_NS, GT_STAGE, GT_A, 1>(&tmx, t / ntiles * GT_BM, &tmw, t % ntiles * GT_BN, kc,
+                                                             ring, full, empty, slot, phase);
+        } else if (threadIdx.x >= 288)
+            gt_store(&tmo, &tma, keep != 0, epi, sready, efree, blockIdx.x, gridDim.x, tiles, ntiles, I,
+                     threadIdx.x - 288);
+        return;
+    }
+    int wg = threadIdx.x >> 7, tid = threadIdx.x & 127, lane = tid & 31, warp = tid >> 5;
+    float d[32][4];
+    int slot = 0, phase = 0, it = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x, it++) {
+        wg_ring_tile<GT_NS, GT_STAGE, GT_A>(
+            [&](uint64_t da, uint64_t db, int kc) {
+#pragma unroll
+                for (int k = 0; k < 4; k++) wg_m64n256k16_ss(d, da + 2 * k, db + 2 * k, kc | k);
+            },
+            ring, full, empty, KC, wg, lane, slot, phase);
+        wg_fence_f(d);
+        mbar_wait(efree, (it & 1) ^ 1); /* the last tile's act read out of the buffer */
+        gt_sums(d, epi, wg, lane, warp);
+        mbar_arrive(sready);
+    }
+#endif
+}
+#endif
+
+/* the shared memory limit raised once; 0 where the kernel cannot run (no sm_90a build or
+ * device, or the limit refused) */
+int k_gate_up_tile_ok(void) {
+#if defined(TRM_CUDA_SM90A)
+    if (device_sm90() && smem_limit(gate_up_tile_kernel, GT_SMEM)) return 1;
+    cudaGetLastError();
+#endif
+    return 0;
+}
+
+int k_gate_up_tile(cudaStream_t st, void *tma_encode, void *act, void *gu, const void *x, int ldx, const void *w,
+                   int ldw, int rows, int I, int K) {
+#if defined(TRM_CUDA_SM90A)
+    if (!tma_encode || rows < GT_BM || I < GT_BN || I % GT_BN || K < 64 || K % 8 || ldx % 8 || ldw % 8 ||
+        !aligned16(x) || !aligned16(w) || !aligned16(act) || (gu && !aligned16(gu)))
+        return 0;
+    CUtensorMap tmx, tmw, tmo, tma;
+    /* W as (2, I, K): gate rows n0.. and up rows I + n0.. in one box of 64 × 128 × 2 */
+    cuuint64_t dim[3] = {(cuuint64_t)K, (cuuint64_t)I, 2}, stride[2] = {(cuuint64_t)ldw * 2, (cuuint64_t)I * ldw * 2};
+    cuuint32_t box[3] = {64, GT_BN, 2};
+    if (!tma_map_2d(&tmx, tma_encode, x, rows, K, ldx, GT_BM) || !tma_map_bf16(&tmw, tma_encode, w, 3, dim, stride, box) ||
+        !tma_map_2d(&tma, tma_encode, act, rows, I, I, GT_BM) ||
+        !tma_map_2d(&tmo, tma_encode, gu ? gu : act, rows, gu ? 2 * I : I, gu ? 2 * I : I, GT_BM))
+        return 0;
+    int tiles = (rows + GT_BM - 1) / GT_BM * (I / GT_BN), blocks = device_sms(1);
+    if (blocks > tiles) blocks = tiles;
+    gate_up_tile_kernel<<<blocks, GT_THREADS, GT_SMEM, st>>>(tmx, tmw, tmo, tma, gu != NULL, rows, I, K);
+    return cudaGetLastError() == cudaSuccess;
+#else
+    (void)st, (void)tma_encode, (void)act, (void)gu, (void)x, (void)ldx, (void)w, (void)ldw, (void)rows, (void)I,
+        (void)K;
+    return 0;
+#endif
+}
