@@ -1068,6 +1068,63 @@ START_TEST(test_gate_up_tile) {
 }
 END_TEST
 
+/* qkv_rope_fwd: against the device's own product by gate_up_swiglu (W's 3H·64 rows taken as
+ * I = 3H·32 gate/up pairs: its gu is the product, with the same sums) then rope_fwd (the same
+ * bits), and against the reference's gemm then rope_fwd (bf16's tolerance). {B, T, H, K, ldx}:
+ * maze's T (the last row tile partly past B·T), several tiles a block with K past the last
+ * whole chunk and strided x; and a T it declines on cuda (T ≤ 128: the attention forward
+ * rotates there), which writes nothing. */
+START_TEST(test_qkv_rope) {
+    pair p = open_pair();
+    if (!p.dev->qkv_rope_fwd || !bf16_acts(&p)) {
+        printf("test_backend_parity: %s has no QKV product with RoPE\n", p.dev->name);
+        close_pair(&p);
+        return;
+    }
+    tr_rng r = {61};
+    int dims[][5] = {{2, 916, 8, 512, 512}, {40, 300, 4, 200, 208}, {4, 97, 8, 512, 512}};
+    for (int k = 0; k < 3; k++) {
+        int B = dims[k][0], T = dims[k][1], H = dims[k][2], K = dims[k][3], ldx = dims[k][4], N = 3 * H * 64;
+        int rows = B * T;
+        size_t nx = (size_t)rows * ldx, nw = (size_t)N * K, nq = (size_t)rows * N, nt = (size_t)T * 64;
+        float *x = frand(&r, nx, -1, 1), *w = frand(&r, nw, -0.2, 0.2), *cs = frand(&r, nt, -1, 1);
+        float *sn = frand(&r, nt, -1, 1), *q[3];
+        round_bf16(x, nx), round_bf16(w, nw);
+        for (int i = 0; i < 3; i++) q[i] = malloc(nq * sizeof(float));
+        char what[96];
+        snprintf(what, sizeof what, "qkv_rope_fwd B=%d T=%d H=%d K=%d", B, T, H, K);
+        dmem md = {.b = p.dev};
+        void *eq = nan_act(&md, nq);
+        float *dc = up(&md, cs, nt * sizeof(float)), *ds = up(&md, sn, nt * sizeof(float));
+        void *ex = upa(&md, x, nx), *ew = upa(&md, w, nw);
+        int done = p.dev->qkv_rope_fwd(p.dev, eq, ex, ldx, ew, K, TRM_BF16, dc, ds, B, T, H, 64, K);
+        ck_assert_msg(done || T <= 128 || !expect_hopper(), "%s: not taken", what);
+        downa(&md, q[0], eq, nq);
+        if (!done) {
+            for (size_t i = 0; i < nq; i++) ck_assert_msg(isnan(q[0][i]), "%s: declined but wrote qkv", what);
+        } else {
+            void *ea = nan_act(&md, nq / 2);
+            ck_assert(p.dev->gate_up_swiglu(p.dev, ea, eq, ex, ldx, ew, K, TRM_BF16, rows, N / 2, K));
+            p.dev->rope_fwd(p.dev, eq, dc, ds, B, T, H, 64);
+            downa(&md, q[1], eq, nq);
+            expect_rel(what, q[0], q[1], nq, 0);
+            dmem mr = {.b = p.ref};
+            void *rq = nan_act(&mr, nq);
+            p.ref->gemm(p.ref, TR_F32x3, 0, 1, rows, N, K, 1.0f, upa(&mr, x, nx), ldx, 0, upa(&mr, w, nw), K, 0, 0.0f,
+                        rq, N, 0, 1);
+            p.ref->rope_fwd(p.ref, rq, up(&mr, cs, nt * sizeof(float)), up(&mr, sn, nt * sizeof(float)), B, T, H, 64);
+            downa(&mr, q[2], rq, nq);
+            dm_free(&mr);
+            expect_rel(what, q[0], q[2], nq, TOL_ACT16);
+        }
+        dm_free(&md);
+        free(x), free(w), free(cs), free(sn);
+        for (int i = 0; i < 3; i++) free(q[i]);
+    }
+    close_pair(&p);
+}
+END_TEST
+
 /* ---- bias -------------------------------------------------------------------------------- */
 
 static void run_bias(trm_backend *b, float *y, float *dbias, const float *bias, const float *dy,
@@ -2151,6 +2208,7 @@ static Suite *parity_suite(void) {
     tcase_set_timeout(tn, 300);
     tcase_add_test(tn, test_gate_up_swiglu);
     tcase_add_test(tn, test_gate_up_tile);
+    tcase_add_test(tn, test_qkv_rope);
     tcase_add_test(tn, test_linear_norm);
     tcase_add_test(tn, test_gate_up_swiglu_bwd);
     tcase_add_test(tn, test_down_swiglu_bwd);

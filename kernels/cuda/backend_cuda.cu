@@ -95,6 +95,7 @@ typedef struct {
     void *gate_up_tma; /* the Hopper gate/up + SwiGLU kernel's TMA encoder; NULL: none, or TRM_GATE_UP_WGMMA=0 (cuBLASLt + SwiGLU) */
     void *flash_tma;   /* the same encoder for the attention forwards by TMA; NULL: TRM_FLASH_TMA=0 */
     int gate_up_tile;  /* gate/up + SwiGLU in 128 × 256 tiles where it takes the shape (TRM_GATE_UP_TILE=0: not) */
+    int qkv_rope;      /* the QKV product with RoPE in its epilogue, by that kernel (TRM_QKV_ROPE=0: not) */
     int deterministic; /* TRM_DETERMINISTIC=1: attention's backward in two passes, no reductions in memory */
     int ln_clusters;   /* clusters the linear + norm kernel runs at once (0: it cannot run here) */
 } cuda_ctx;
@@ -410,6 +411,14 @@ static int cuda_linear_norm_fwd(trm_backend *b, void *y, float *rstd, const void
     return k_linear_norm_fwd(ST(b), CTX(b)->gate_up_tma, CTX(b)->ln_clusters, y, rstd, res, x, ldx, W, ldw, rows, K,
                              D, eps);
 }
+/* the QKV product with RoPE in its epilogue: bf16 activations and weights on Hopper, head dim
+ * 64, and only where the attention forward does not rotate q and k itself (T > 128: one block
+ * holds a head there and rotates them in shared memory; the product would be cuBLASLt's) */
+static int cuda_qkv_rope_fwd(trm_backend *b, void *qkv, const void *x, int ldx, const void *W, int ldw, int wdt,
+                             const float *cs, const float *sn, int B, int T, int H, int hd, int K) {
+    if (DT(b) != TRM_BF16 || wdt != TRM_BF16 || hd != 64 || !CTX(b)->qkv_rope || T <= 128) return 0;
+    return k_qkv_rope(ST(b), CTX(b)->gate_up_tma, qkv, x, ldx, W, ldw, cs, sn, B, T, H, K);
+}
 static void cuda_rope_fwd(trm_backend *b, void *qkv, const float *c, const float *s, int B, int T, int H, int hd) {
     k_rope(ST(b), DT(b), qkv, c, s, B, T, H, hd, 0);
 }
@@ -686,6 +695,7 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     /* TRM_FLASH_TMA=0: the attention forwards by cp.async (for measuring) */
     c->flash_tma = c->wgmma && env_flag("TRM_FLASH_TMA", 1) ? tma : NULL;
     c->gate_up_tile = c->gate_up_tma && env_flag("TRM_GATE_UP_TILE", 1) && k_gate_up_tile_ok();
+    c->qkv_rope = c->gate_up_tma && env_flag("TRM_QKV_ROPE", 1) && k_gate_up_tile_ok();
 #define CUDA_OP(op) b->op = cuda_##op;
     /* every op, the optional ones included, but the command-stream counters (stream_stats: NULL) */
     TRM_OPS_REQUIRED(CUDA_OP) TRM_OPS_FUSED(CUDA_OP) TRM_OPS_FUSED_GPU(CUDA_OP) TRM_OPS_BF16_ACTS(CUDA_OP) TRM_OPS_COMPILE(CUDA_OP)

@@ -52,11 +52,13 @@ __device__ __forceinline__ void st16(bf16 *p, const float *f) {
  * transpose its transpose (the backward's). The convention's one statement, for rope.cu and the
  * flash backward's stores (attention.cu). */
 __device__ __forceinline__ void rope_pair(float &a, float &b, float c, float ch, float s, float sh, int transpose) {
+    /* the products and sums spelled out, so that every kernel rounds them alike (left to the
+     * compiler, its contraction into FMAs differed between kernels: one bf16 ulp apart) */
     float u = a, v = b;
     if (transpose)
-        a = u * c + v * sh, b = v * ch - u * s;
+        a = __fmaf_rn(v, sh, __fmul_rn(u, c)), b = __fmaf_rn(-u, s, __fmul_rn(v, ch));
     else
-        a = u * c - v * s, b = v * ch + u * sh;
+        a = __fmaf_rn(-v, s, __fmul_rn(u, c)), b = __fmaf_rn(u, sh, __fmul_rn(v, ch));
 }
 /* 8 floats from a 16-byte aligned address, through the read-only path */
 __device__ __forceinline__ void ld_f8(float *f, const float *p) {
@@ -173,6 +175,11 @@ void k_swiglu_bwd(cudaStream_t st, int dt, void *dgu, void *out, const void *dou
  * 0 where it does not take the call (nothing launched); k_gate_up_tile_ok() whether it can run
  * here at all */
 int k_gate_up_tile_ok(void);
+/* qkv = x·Wᵀ (B·T rows × 3H·64, x rows × K) with RoPE on its q and k heads in the epilogue, the
+ * tables cs, sn (T × 64, fp32) as rope_fwd's, by the same kernel (backend.h: qkv_rope_fwd);
+ * 0 where it does not take the call (nothing launched) */
+int k_qkv_rope(cudaStream_t st, void *tma_encode, void *qkv, const void *x, int ldx, const void *w, int ldw,
+               const float *cs, const float *sn, int B, int T, int H, int K);
 int k_gate_up_tile(cudaStream_t st, void *tma_encode, void *act, void *gu, const void *x, int ldx, const void *w,
                    int ldw, int rows, int I, int K);
 /* act = SwiGLU(x·Wᵀ) (gu = x·Wᵀ too unless NULL), all bf16: given tma_encode = k_gate_up_wgmma()

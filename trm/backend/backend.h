@@ -199,6 +199,14 @@ struct trm_backend {
      * rmsnorm_fwd. */
     int (*linear_norm_fwd)(trm_backend *b, void *y, float *rstd, const void *res, const void *x, int ldx,
                            const void *W, int ldw, int wdt, int rows, int K, int D, float eps);
+    /* Optional (a Hopper kernel): qkv = x·Wᵀ (B·T rows × 3H·hd, rows 3H·hd apart), then rope_fwd on
+     * its q and k heads (tables cos, sin: T × hd, fp32), the rotation in the product's epilogue:
+     * linear (the product rounded to the activation type) then rope_fwd, with the same roundings.
+     * x is B·T × K (rows ldx apart), W is 3H·hd × K, rows ldw apart, type wdt. Returns 0, having
+     * done nothing, where it does not take the shape or types (cuda: where the attention forward
+     * rotates q and k itself, T ≤ 128); the caller then runs the two. */
+    int (*qkv_rope_fwd)(trm_backend *b, void *qkv, const void *x, int ldx, const void *W, int ldw, int wdt,
+                        const float *cos, const float *sin, int B, int T, int H, int hd, int K);
     /* Optional, a pair (a backend has both or neither): mlp_t's RMSNorm over the T positions of
      * each channel, with the transposes around it in the same pass. The forward takes xT and
      * resT as (B, D, Tp) rows and writes y as (B, T, D): y = (rms(xT + resT))ᵀ over each row's
@@ -311,7 +319,7 @@ struct trm_backend {
     X(gate_up_swiglu) X(gate_up_swiglu_bwd) X(down_swiglu_bwd) X(attention_fwd_rope) X(attention_bwd_rope)       \
     X(rmsnorm_t_fwd) X(rmsnorm_t_bwd)
 /* fused passes only a GPU backend has (optional) */
-#define TRM_OPS_FUSED_GPU(X) X(token_mlp_fwd) X(linear_norm_fwd)
+#define TRM_OPS_FUSED_GPU(X) X(token_mlp_fwd) X(linear_norm_fwd) X(qkv_rope_fwd)
 /* with caps.bf16_acts */
 #define TRM_OPS_BF16_ACTS(X) X(convert)
 /* with caps.compile */

@@ -9,7 +9,7 @@
 
 #define OPS(X)                                                                                  \
     X(gemm) X(add) X(axpy) X(transpose) X(rmsnorm_fwd) X(rmsnorm_bwd) X(swiglu_fwd)            \
-    X(swiglu_bwd) X(gate_up_swiglu) X(gate_up_swiglu_bwd) X(down_swiglu_bwd) X(token_mlp_fwd) X(linear_norm_fwd) X(rmsnorm_t_fwd) X(rmsnorm_t_bwd) X(rope_fwd) X(rope_bwd) X(attention_fwd) X(attention_fwd_rope) X(attention_bwd) X(attention_bwd_rope) X(bias_fwd)        \
+    X(swiglu_bwd) X(gate_up_swiglu) X(gate_up_swiglu_bwd) X(down_swiglu_bwd) X(token_mlp_fwd) X(linear_norm_fwd) X(qkv_rope_fwd) X(rmsnorm_t_fwd) X(rmsnorm_t_bwd) X(rope_fwd) X(rope_bwd) X(attention_fwd) X(attention_fwd_rope) X(attention_bwd) X(attention_bwd_rope) X(bias_fwd)        \
     X(bias_bwd) X(embed_fwd) X(embed_bwd) X(loss_head) X(act_reset) X(act_update) X(q_target)  \
     X(adam_atan2) X(sign_sgd_sparse) X(ema) X(convert) X(copy) X(zero) X(to_device) X(to_host) X(allreduce_sum) X(allgather)
 
@@ -152,6 +152,13 @@ static int w_linear_norm_fwd(trm_backend *b, void *y, float *rstd, const void *r
     if (done_here) done(b, OP_linear_norm_fwd, t0);
     return done_here;
 }
+static int w_qkv_rope_fwd(trm_backend *b, void *qkv, const void *x, int ldx, const void *W, int ldw, int wdt,
+                          const float *cs, const float *sn, int B, int T, int H, int hd, int K) {
+    double t0 = trm_now_seconds();
+    int done_here = P(b)->inner->qkv_rope_fwd(P(b)->inner, qkv, x, ldx, W, ldw, wdt, cs, sn, B, T, H, hd, K);
+    if (done_here) done(b, OP_qkv_rope_fwd, t0);
+    return done_here;
+}
 WRAP(rmsnorm_t_fwd,
      (trm_backend * b, void *y, float *rs, const void *x, const void *res, int B, int T, int Tp, int D, float eps),
      (P(b)->inner, y, rs, x, res, B, T, Tp, D, eps))
@@ -288,6 +295,7 @@ trm_backend *trm_profile_wrap(trm_backend *inner) {
     if (!inner->attention_bwd_rope) b->attention_bwd_rope = NULL;
     if (!inner->token_mlp_fwd) b->token_mlp_fwd = NULL;
     if (!inner->linear_norm_fwd) b->linear_norm_fwd = NULL;
+    if (!inner->qkv_rope_fwd) b->qkv_rope_fwd = NULL;
     if (!inner->attention_fwd_rope) b->attention_fwd_rope = NULL;
     if (!inner->rmsnorm_t_fwd) b->rmsnorm_t_fwd = NULL;
     if (!inner->rmsnorm_t_bwd) b->rmsnorm_t_bwd = NULL;

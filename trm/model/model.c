@@ -791,10 +791,20 @@ static void rope_attention_fwd(trm_model *m, trm_block_acts *k, int save) {
     be->attention_fwd(be, k->att, k->lse, k->qkv, m->B, m->T, m->H, m->hd);
 }
 
+/* The QKV product, RoPE and attention: the product and the rotation in one pass where the
+ * backend fuses them (q and k then rotated in qkv, as the backward reads them), else
+ * rope_attention_fwd after the product. */
 static void mixer_attn_fwd(trm_model *m, const void *w, int l, trm_block_acts *k, int save) {
-    int R = m->B * m->T, D = m->D, A = m->A;
-    linear_fwd(m, k->qkv, k->in, w, m->p_layer[l][0], R, D, 3 * A);
-    rope_attention_fwd(m, k, save);
+    trm_backend *be = m->be;
+    int R = m->B * m->T, D = m->D, A = m->A, p = m->p_layer[l][0];
+    if (m->cfg.pos_encodings == TRM_POS_ROPE && be->qkv_rope_fwd &&
+        be->qkv_rope_fwd(be, k->qkv, k->in, D, W_(m, w, p), WLD(m, p), m->wdt, m->rope_cos, m->rope_sin, m->B, m->T,
+                         m->H, m->hd, D))
+        be->attention_fwd(be, k->att, k->lse, k->qkv, m->B, m->T, m->H, m->hd);
+    else {
+        linear_fwd(m, k->qkv, k->in, w, p, R, D, 3 * A);
+        rope_attention_fwd(m, k, save);
+    }
     linear_norm_fwd(m, k->y1, k->rstd1, k->in, k->att, w, m->p_layer[l][1], R, A, D);
 }
 
