@@ -161,19 +161,14 @@ __global__ void __launch_bounds__(DS_THREADS, 1)
     }
     int wg = threadIdx.x >> 7, tid = threadIdx.x & 127, lane = tid & 31, warp = tid >> 5;
     float d[16][4];
-    int slot = 0, phase = 0, it = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x, it++) {
-        wg_ring_tile<DS_NS, DS_STAGE, DS_A>(
-            [&](uint64_t da, uint64_t db, int kc) {
+    wg_consume<DS_NS, DS_STAGE, DS_A>(
+        d,
+        [&](uint64_t da, uint64_t db, int kc) {
 #pragma unroll
-                for (int k = 0; k < 4; k++) wg_m64n128k16_ss(d, da + 2 * k, db + 2 * k, kc | k);
-            },
-            ring, full, empty, KC, wg, lane, slot, phase);
-        wg_fence_f(d);
-        mbar_wait(efree, (it & 1) ^ 1); /* the last tile's outputs read out of the buffers */
-        ds_dact(d, epi + 4 * DS_BOX, wg, lane, warp);
-        mbar_arrive(sready);
-    }
+            for (int k = 0; k < 4; k++) wg_m64n128k16_ss(d, da + 2 * k, db + 2 * k, kc | k);
+        },
+        [&] { ds_dact(d, epi + 4 * DS_BOX, wg, lane, warp); },
+        ring, full, empty, efree, sready, blockIdx.x, gridDim.x, tiles, KC, wg, lane);
 #endif
 }
 #endif

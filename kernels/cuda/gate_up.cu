@@ -200,19 +200,14 @@ __global__ void __launch_bounds__(GT_THREADS, 1)
     }
     int wg = threadIdx.x >> 7, tid = threadIdx.x & 127, lane = tid & 31, warp = tid >> 5;
     float d[32][4];
-    int slot = 0, phase = 0, it = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x, it++) {
-        wg_ring_tile<GT_NS, GT_STAGE, GT_A>(
-            [&](uint64_t da, uint64_t db, int kc) {
+    wg_consume<GT_NS, GT_STAGE, GT_A>(
+        d,
+        [&](uint64_t da, uint64_t db, int kc) {
 #pragma unroll
-                for (int k = 0; k < 4; k++) wg_m64n256k16_ss(d, da + 2 * k, db + 2 * k, kc | k);
-            },
-            ring, full, empty, KC, wg, lane, slot, phase);
-        wg_fence_f(d);
-        mbar_wait(efree, (it & 1) ^ 1); /* the last tile's act read out of the buffer */
-        gt_sums(d, epi, wg, lane, warp);
-        mbar_arrive(sready);
-    }
+            for (int k = 0; k < 4; k++) wg_m64n256k16_ss(d, da + 2 * k, db + 2 * k, kc | k);
+        },
+        [&] { gt_sums(d, epi, wg, lane, warp); },
+        ring, full, empty, efree, sready, blockIdx.x, gridDim.x, tiles, KC, wg, lane);
 #endif
 }
 #endif

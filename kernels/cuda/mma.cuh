@@ -308,6 +308,23 @@ __device__ __forceinline__ void wg_ring_tile(F mma, unsigned char *ring, uint64_
     wg_wait<0>();
     if (lane == 0) mbar_arrive(empty + prev);
 }
+/* A consumer warpgroup's tiles of a persistent block (first, first + step, ... below tiles):
+ * each tile's products into d by wg_ring_tile (mma), then, once the storers have read the last
+ * tile's outputs out of the epilogue's buffer (efree), out() leaves this one's sums there, and
+ * sready counts the consumer threads done with it. */
+template <int NS, int STAGE, int A_BYTES, int R, typename M, typename O>
+__device__ __forceinline__ void wg_consume(float (&d)[R][4], M mma, O out, unsigned char *ring, uint64_t *full,
+                                           uint64_t *empty, uint64_t *efree, uint64_t *sready, int first, int step,
+                                           int tiles, int KC, int wg, int lane) {
+    int slot = 0, phase = 0, it = 0;
+    for (int t = first; t < tiles; t += step, it++) {
+        wg_ring_tile<NS, STAGE, A_BYTES>(mma, ring, full, empty, KC, wg, lane, slot, phase);
+        wg_fence_f(d);
+        mbar_wait(efree, (it & 1) ^ 1);
+        out();
+        mbar_arrive(sready);
+    }
+}
 /* `bytes` (a multiple of 16) from global src (16-byte aligned) to shared dst, counted on bar as
  * tma_load_2d's boxes (no tensor map: a contiguous run) */
 __device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
