@@ -958,6 +958,17 @@ START_TEST(test_attention_fwd_rope) {
 }
 END_TEST
 
+/* A second device backend for the bf16 cases, opened with the switch var=0 in this test's own
+ * forked process: the path a kernel replaced, to compare bits with. */
+static trm_backend *open_dev_without(const char *var) {
+    setenv(var, "0", 1);
+    trm_err e = {{0}};
+    trm_backend *b = trm_backend_find(dev_name())->create(-1, &e);
+    ck_assert_msg(b != NULL, "%s: %s", dev_name(), e.msg);
+    trm_backend_set_bf16(b, 1);
+    return b;
+}
+
 /* attention_fwd's out and lse on b (bf16 activations) */
 static void run_att_plain(trm_backend *b, float *out, float *lse, const float *qkv, int B, int T, int H) {
     dmem m = {.b = b};
@@ -981,11 +992,7 @@ START_TEST(test_attention_fwd_tma) {
         close_pair(&p);
         return;
     }
-    setenv("TRM_FLASH_TMA", "0", 1); /* this test's own forked process */
-    trm_err e = {{0}};
-    trm_backend *old = trm_backend_find(dev_name())->create(-1, &e);
-    ck_assert_msg(old != NULL, "%s: %s", dev_name(), e.msg);
-    trm_backend_set_bf16(old, 1);
+    trm_backend *old = open_dev_without("TRM_FLASH_TMA");
     tr_rng r = {53};
     int dims[][3] = {{2, 916, 2}, {2, 129, 3}, {3, 193, 1}, {1, 300, 2}};
     for (int k = 0; k < (int)(sizeof dims / sizeof dims[0]); k++) {
@@ -1036,11 +1043,7 @@ START_TEST(test_gate_up_tile) {
         close_pair(&p);
         return;
     }
-    setenv("TRM_GATE_UP_TILE", "0", 1); /* this test's own forked process */
-    trm_err e = {{0}};
-    trm_backend *old = trm_backend_find(dev_name())->create(-1, &e);
-    ck_assert_msg(old != NULL, "%s: %s", dev_name(), e.msg);
-    trm_backend_set_bf16(old, 1);
+    trm_backend *old = open_dev_without("TRM_GATE_UP_TILE");
     tr_rng r = {59};
     int cases[][5] = {{333, 128, 512, 520, 520}, {1000, 384, 512, 512, 512}, {40000, 256, 296, 296, 304}};
     for (int k = 0; k < 6; k++) {
