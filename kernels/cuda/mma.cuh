@@ -311,7 +311,8 @@ __device__ __forceinline__ void wg_ring_tile(F mma, unsigned char *ring, uint64_
 /* A consumer warpgroup's tiles of a persistent block (first, first + step, ... below tiles):
  * each tile's products into d by wg_ring_tile (mma), then, once the storers have read the last
  * tile's outputs out of the epilogue's buffer (efree), out() leaves this one's sums there, and
- * sready counts the consumer threads done with it. */
+ * sready counts the consumer threads done with it, each having fenced its stores for the async
+ * proxy (the storers may send the sums out by TMA as they are: gate_up.cu's gu). */
 template <int NS, int STAGE, int A_BYTES, int R, typename M, typename O>
 __device__ __forceinline__ void wg_consume(float (&d)[R][4], M mma, O out, unsigned char *ring, uint64_t *full,
                                            uint64_t *empty, uint64_t *efree, uint64_t *sready, int first, int step,
@@ -322,6 +323,7 @@ __device__ __forceinline__ void wg_consume(float (&d)[R][4], M mma, O out, unsig
         wg_fence_f(d);
         mbar_wait(efree, (it & 1) ^ 1);
         out();
+        fence_async_smem(); /* the sums' generic stores, which TMA stores may read next */
         mbar_arrive(sready);
     }
 }
