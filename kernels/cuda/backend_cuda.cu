@@ -694,8 +694,9 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     c->gate_up_tma = env_flag("TRM_GATE_UP_WGMMA", 1) ? tma : NULL;
     /* TRM_FLASH_TMA=0: the attention forwards by cp.async (for measuring) */
     c->flash_tma = c->wgmma && env_flag("TRM_FLASH_TMA", 1) ? tma : NULL;
-    c->gate_up_tile = c->gate_up_tma && env_flag("TRM_GATE_UP_TILE", 1) && k_gate_up_tile_ok();
-    c->qkv_rope = c->gate_up_tma && env_flag("TRM_QKV_ROPE", 1) && k_gate_up_tile_ok();
+    int tile = c->gate_up_tma && k_gate_up_tile_ok(); /* the tile kernel can run here (its limit raised once) */
+    c->gate_up_tile = tile && env_flag("TRM_GATE_UP_TILE", 1);
+    c->qkv_rope = tile && env_flag("TRM_QKV_ROPE", 1);
 #define CUDA_OP(op) b->op = cuda_##op;
     /* every op, the optional ones included, but the command-stream counters (stream_stats: NULL) */
     TRM_OPS_REQUIRED(CUDA_OP) TRM_OPS_FUSED(CUDA_OP) TRM_OPS_FUSED_GPU(CUDA_OP) TRM_OPS_BF16_ACTS(CUDA_OP) TRM_OPS_COMPILE(CUDA_OP)

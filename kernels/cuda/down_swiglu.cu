@@ -59,21 +59,6 @@ __device__ void ds_produce(const CUtensorMap *tmy, const CUtensorMap *tmw, const
     }
 }
 
-/* The consumers' part of the epilogue, warpgroup wg's 64 rows: dact rounded to bf16 into the
- * third buffer. The thread's values are rows r and r + 8 (r = its warp's 16 rows, lane / 4),
- * columns 8j + 2(lane % 4) and the next, j < 16: box j / 8, row r, 16-byte chunk (j % 8) ^
- * (r % 8) (the 128-byte swizzle), the lane's 4 bytes in it. */
-__device__ __forceinline__ void ds_dact(float (&d)[16][4], unsigned char *abuf, int wg, int lane, int warp) {
-    int r0 = wg * 64 + warp * 16 + (lane >> 2);
-    uint32_t base = (uint32_t)__cvta_generic_to_shared(abuf) + r0 * 128 + 4 * (lane & 3);
-#pragma unroll
-    for (int j = 0; j < 16; j++)
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++)
-            sts_b32(base + (j >> 3) * DS_BOX + (((j & 7) ^ (r0 & 7)) << 4) + hr * 1024,
-                   pack_bf16(d[j][2 * hr], d[j][2 * hr + 1]));
-}
-
 /* swiglu_bwd's formulas for one element with approximate reciprocals: act, dg, du from d, g, u */
 __device__ __forceinline__ void ds_grad(float d, float g, float u, float &a, float &dg, float &du) {
     float sig = __fdividef(1.f, 1.f + __expf(-g)), silu = g * sig;
@@ -91,9 +76,6 @@ __device__ __forceinline__ void ds_st4(uint32_t a, const float (&f)[8]) {
     const uint32_t q[4] = {pack_bf16(f[0], f[1]), pack_bf16(f[2], f[3]), pack_bf16(f[4], f[5]), pack_bf16(f[6], f[7])};
     sts_v4(a, q);
 }
-/* the storers' named barrier (0 is __syncthreads') */
-__device__ __forceinline__ void ds_bar_storers() { asm volatile("bar.sync 1, %0;\n" ::"n"(DS_STORERS) : "memory"); }
-
 /* The storers (thread t of DS_STORERS): each tile, once its dact (sready) and its g and u (gfull)
  * are in, act, dg and du in place of dact, g and u, 8 values a step; then the three out by TMA
  * and the buffers the producer's and the consumers' again (efree). */
@@ -116,17 +98,13 @@ __device__ void ds_store(const CUtensorMap *tmo, const CUtensorMap *tma, bool ac
             for (int e = 0; e < 8; e++) ds_grad(d[e], g[e], u[e], a[e], g[e], u[e]);
             ds_st4(at, g), ds_st4(at + 2 * DS_BOX, u), ds_st4(at + 4 * DS_BOX, a);
         }
-        fence_async_smem(); /* the generic stores, read next by the TMA stores */
-        ds_bar_storers();
-        if (t == 0) {
-#pragma unroll
-            for (int b = 0; b < 4; b++) tma_store_2d(tmo, epi + b * DS_BOX, (b >> 1) * I + n0 + (b & 1) * 64, m0);
-            if (act)
-                for (int b = 0; b < 2; b++) tma_store_2d(tma, epi + (4 + b) * DS_BOX, n0 + b * 64, m0);
-            tma_commit();
-            tma_wait_read();
-            mbar_arrive(efree);
-        }
+        storers_send<1, DS_STORERS>(
+            [&] {
+                tma_store_gu<DS_BOX>(tmo, epi, I, n0, m0);
+                if (act)
+                    for (int b = 0; b < 2; b++) tma_store_2d(tma, epi + (4 + b) * DS_BOX, n0 + b * 64, m0);
+            },
+            efree, t);
     }
     if (t == 0) tma_wait();
 }
@@ -167,7 +145,7 @@ __global__ void __launch_bounds__(DS_THREADS, 1)
 #pragma unroll
             for (int k = 0; k < 4; k++) wg_m64n128k16_ss(d, da + 2 * k, db + 2 * k, kc | k);
         },
-        [&] { ds_dact(d, epi + 4 * DS_BOX, wg, lane, warp); },
+        [&] { wg_sums_bf16<DS_BOX>(d, epi + 4 * DS_BOX, wg, lane, warp); }, /* dact, in the third buffer */
         ring, full, empty, efree, sready, blockIdx.x, gridDim.x, tiles, KC, wg, lane);
 #endif
 }

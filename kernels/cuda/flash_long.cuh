@@ -1,6 +1,7 @@
 /* flash_long.cuh — the attention forward for long heads (T > 128: maze's 916) fed by TMA, and
- * its tensor map: included by attention.cu once its tile macros, fw_* helpers and fw_finish are
- * defined. Kept apart so that attention.cu stays within the tree's file size. */
+ * its launch: included by attention.cu after flash_short.cuh (whose qkv_head_map it uses), once
+ * the tile macros, fw_* helpers and fw_finish are defined. Kept apart so that attention.cu
+ * stays within the tree's file size. */
 #ifndef TRM_FLASH_LONG_CUH
 #define TRM_FLASH_LONG_CUH
 
@@ -92,13 +93,6 @@ __global__ void __launch_bounds__(128 * WG, 2)
 #endif
 }
 
-/* qkv (B, T, 3H·64) as boxes of one head's 64 columns × 64 rows of a sample */
-static int fl_map(void *encode, CUtensorMap *tm, const void *qkv, int B, int T, int H) {
-    cuuint64_t ld = (cuuint64_t)3 * H * FA_D;
-    cuuint64_t dim[3] = {ld, (cuuint64_t)T, (cuuint64_t)B}, stride[2] = {ld * 2, ld * 2 * (cuuint64_t)T};
-    cuuint32_t box[3] = {FA_D, FA_T, 1};
-    return tma_map_bf16(tm, encode, qkv, 3, dim, stride, box);
-}
 #endif
 
 /* the forward by TMA where it runs (sm_90a, an encoder, T > 128); 0, nothing done, elsewhere */
@@ -106,7 +100,7 @@ static int fl_launch(cudaStream_t st, void *tma_encode, bf16 *out, float *lse, c
                      float sl2) {
 #if defined(TRM_CUDA_SM90A)
     CUtensorMap tm;
-    if (!tma_encode || T <= FS_ROWS || !fl_map(tma_encode, &tm, qkv, B, T, H)) return 0;
+    if (!tma_encode || T <= FS_ROWS || !qkv_head_map(tma_encode, &tm, qkv, B, T, H, FA_T)) return 0;
     dim3 grid((unsigned)((T + 64 * FL_WG - 1) / (64 * FL_WG)), (unsigned)H, (unsigned)B);
     flash_fwd_long_kernel<FL_WG><<<grid, 128 * FL_WG, FL_SMEM(FL_WG), st>>>(tm, out, lse, T, H, sl2);
     return 1;

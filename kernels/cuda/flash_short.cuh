@@ -93,14 +93,19 @@ __global__ void __launch_bounds__(256, 2)
 #endif
 
 #if defined(TRM_CUDA_SM90A)
-/* The short forward's operands as tensor maps: qkv (B, T, 3H·64) in boxes of one head's 64
- * columns × 128 rows of a sample, and the (T × 64) fp32 tables whole (T rounded up to 8 rows) */
-static int fs_maps(void *encode, CUtensorMap *tmq, CUtensorMap *tmc, CUtensorMap *tms, const void *qkv,
-                   const float *cs, const float *sn, int B, int T, int H) {
+/* qkv (B, T, 3H·64) as a tensor map of boxes of one head's 64 columns × R rows of a sample
+ * (rows past T read as zeros): the TMA forwards' operands */
+static int qkv_head_map(void *encode, CUtensorMap *tm, const void *qkv, int B, int T, int H, int R) {
     cuuint64_t ld = (cuuint64_t)3 * H * FA_D;
     cuuint64_t dim[3] = {ld, (cuuint64_t)T, (cuuint64_t)B}, stride[2] = {ld * 2, ld * 2 * (cuuint64_t)T};
-    cuuint32_t box[3] = {FA_D, FS_ROWS, 1};
-    if (!tma_map_bf16(tmq, encode, qkv, 3, dim, stride, box)) return 0;
+    cuuint32_t box[3] = {FA_D, (cuuint32_t)R, 1};
+    return tma_map_bf16(tm, encode, qkv, 3, dim, stride, box);
+}
+/* The short forward's operands as tensor maps: qkv in 128-row boxes, and the (T × 64) fp32
+ * tables whole (T rounded up to 8 rows) */
+static int fs_maps(void *encode, CUtensorMap *tmq, CUtensorMap *tmc, CUtensorMap *tms, const void *qkv,
+                   const float *cs, const float *sn, int B, int T, int H) {
+    if (!qkv_head_map(encode, tmq, qkv, B, T, H, FS_ROWS)) return 0;
     cuuint64_t tdim[2] = {FA_D, (cuuint64_t)T}, tstride[1] = {FA_D * 4};
     cuuint32_t tbox[2] = {FA_D, (cuuint32_t)((T + 7) & ~7)};
     return tma_map(tmc, encode, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, CU_TENSOR_MAP_SWIZZLE_NONE, cs, 2, tdim, tstride, tbox) &&

@@ -38,23 +38,8 @@
 
 #if defined(TRM_CUDA_SM90A)
 #if defined(TRM_WGMMA)
-/* The consumers' part of the epilogue, warpgroup wg's 64 rows: the sums rounded to bf16 into
- * the buffer. The thread's values are rows r and r + 8 (r = its warp's 16 rows, lane / 4),
- * columns 8j + 2(lane % 4) and the next, j < 32: box j / 8 (g's two, then u's), row r, 16-byte
- * chunk (j % 8) ^ (r % 8) (the 128-byte swizzle), the lane's 4 bytes in it. */
-__device__ __forceinline__ void gt_sums(float (&d)[32][4], unsigned char *epi, int wg, int lane, int warp) {
-    int r0 = wg * 64 + warp * 16 + (lane >> 2);
-    uint32_t base = (uint32_t)__cvta_generic_to_shared(epi) + r0 * 128 + 4 * (lane & 3);
-#pragma unroll
-    for (int j = 0; j < 32; j++)
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++)
-            sts_b32(base + (j >> 3) * GT_BOX + (((j & 7) ^ (r0 & 7)) << 4) + hr * 1024,
-                    pack_bf16(d[j][2 * hr], d[j][2 * hr + 1]));
-}
-
 /* the storers' named barrier (0 is __syncthreads') */
-__device__ __forceinline__ void gt_bar_storers() { asm volatile("bar.sync 1, %0;\n" ::"n"(GT_STORERS) : "memory"); }
+__device__ __forceinline__ void gt_bar_storers() { named_bar<1, GT_STORERS>(); }
 
 /* The storers (thread t of GT_STORERS): each tile, once its sums are in (sready), gu out by TMA
  * where it is kept (and read out before g is overwritten); act in place of g, 8 values a step;
@@ -68,9 +53,7 @@ __device__ void gt_store(const CUtensorMap *tmo, const CUtensorMap *tma, bool ke
         mbar_wait(sready, it & 1);
         if (keep) {
             if (t == 0) {
-#pragma unroll
-                for (int b = 0; b < 4; b++)
-                    tma_store_2d(tmo, epi + b * GT_BOX, (b >> 1) * I + n0 + (b & 1) * 64, m0);
+                tma_store_gu<GT_BOX>(tmo, epi, I, n0, m0);
                 tma_commit();
                 tma_wait_read();
             }
@@ -85,14 +68,11 @@ __device__ void gt_store(const CUtensorMap *tmo, const CUtensorMap *tma, bool ke
                 q[e] = pack_bf16(silu_fast(bf16_lo(qg[e])) * bf16_lo(qu[e]), silu_fast(bf16_hi(qg[e])) * bf16_hi(qu[e]));
             sts_v4(at, q);
         }
-        fence_async_smem(); /* the generic stores, read next by the TMA stores */
-        gt_bar_storers();
-        if (t == 0) {
-            for (int b = 0; b < 2; b++) tma_store_2d(tma, epi + b * GT_BOX, n0 + b * 64, m0);
-            tma_commit();
-            tma_wait_read();
-            mbar_arrive(efree);
-        }
+        storers_send<1, GT_STORERS>(
+            [&] {
+                for (int b = 0; b < 2; b++) tma_store_2d(tma, epi + b * GT_BOX, n0 + b * 64, m0);
+            },
+            efree, t);
     }
     if (t == 0) tma_wait();
 }
@@ -150,15 +130,7 @@ __device__ void gt_store_rope(const CUtensorMap *tmo, unsigned char *epi, const 
                 if (v < GT_BM * 4 && m0 + r < rows) gt_rope_row(base, r, v & 3, ct[g], ch[g], st[g], sh[g], I, n0, rot);
             }
         }
-        fence_async_smem(); /* the generic stores, read next by the TMA stores */
-        gt_bar_storers();
-        if (t == 0) {
-#pragma unroll
-            for (int b = 0; b < 4; b++) tma_store_2d(tmo, epi + b * GT_BOX, (b >> 1) * I + n0 + (b & 1) * 64, m0);
-            tma_commit();
-            tma_wait_read();
-            mbar_arrive(efree);
-        }
+        storers_send<1, GT_STORERS>([&] { tma_store_gu<GT_BOX>(tmo, epi, I, n0, m0); }, efree, t);
     }
     if (t == 0) tma_wait();
 }
@@ -206,7 +178,7 @@ __global__ void __launch_bounds__(GT_THREADS, 1)
 #pragma unroll
             for (int k = 0; k < 4; k++) wg_m64n256k16_ss(d, da + 2 * k, db + 2 * k, kc | k);
         },
-        [&] { gt_sums(d, epi, wg, lane, warp); },
+        [&] { wg_sums_bf16<GT_BOX>(d, epi, wg, lane, warp); },
         ring, full, empty, efree, sready, blockIdx.x, gridDim.x, tiles, KC, wg, lane);
 #endif
 }

@@ -132,7 +132,7 @@ __device__ __forceinline__ void ln_sums(float (&d)[32][4], unsigned char *rbuf, 
 }
 
 /* the storers' named barrier (ids 1 and 2 are the consumer warpgroups') */
-__device__ __forceinline__ void ln_bar_storers() { asm volatile("bar.sync 3, %0;\n" ::"n"(LN_STORERS) : "memory"); }
+__device__ __forceinline__ void ln_bar_storers() { named_bar<3, LN_STORERS>(); }
 
 /* The storers (thread t of LN_STORERS): for each tile, once both consumer warpgroups have left
  * their sums in the buffer (sready) and the other block's half sums of squares have come (xbar),
@@ -163,15 +163,12 @@ __device__ void ln_store(const CUtensorMap *tmy, unsigned char *rbuf, const floa
             for (int e = 0; e < 4; e++) q[e] = pack_bf16(bf16_lo(q[e]) * sc, bf16_hi(q[e]) * sc);
             sts_v4(at, q);
         }
-        fence_async_smem(); /* the generic stores of y, read next by the TMA store */
-        ln_bar_storers();
-        if (t == 0) {
+        storers_send<3, LN_STORERS>(
+            [&] {
 #pragma unroll
-            for (int b = 0; b < LN_BN / 64; b++) tma_store_2d(tmy, rbuf + b * LN_BOX, n0 + 64 * b, row0);
-            tma_commit();
-            tma_wait_read();
-            mbar_arrive(rempty);
-        }
+                for (int b = 0; b < LN_BN / 64; b++) tma_store_2d(tmy, rbuf + b * LN_BOX, n0 + 64 * b, row0);
+            },
+            rempty, t);
     }
     if (t == 0) tma_wait();
 }

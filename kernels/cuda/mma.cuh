@@ -327,6 +327,22 @@ __device__ __forceinline__ void wg_consume(float (&d)[R][4], M mma, O out, unsig
         mbar_arrive(sready);
     }
 }
+/* The consumers' sums of warpgroup wg's 64 rows rounded to bf16 into an epilogue buffer of
+ * BOX-byte boxes of 64 columns × 128 rows (128-byte swizzle), the layout the storers and the TMA
+ * stores read. The thread's values are rows r and r + 8 (r = its warp's 16 rows, lane / 4),
+ * columns 8j + 2(lane % 4) and the next, j < J: box j / 8, row r, 16-byte chunk (j % 8) ^
+ * (r % 8), the lane's 4 bytes in it. */
+template <int BOX, int J>
+__device__ __forceinline__ void wg_sums_bf16(float (&d)[J][4], unsigned char *buf, int wg, int lane, int warp) {
+    int r0 = wg * 64 + warp * 16 + (lane >> 2);
+    uint32_t base = (uint32_t)__cvta_generic_to_shared(buf) + r0 * 128 + 4 * (lane & 3);
+#pragma unroll
+    for (int j = 0; j < J; j++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++)
+            sts_b32(base + (j >> 3) * BOX + (((j & 7) ^ (r0 & 7)) << 4) + hr * 1024,
+                    pack_bf16(d[j][2 * hr], d[j][2 * hr + 1]));
+}
 /* `bytes` (a multiple of 16) from global src (16-byte aligned) to shared dst, counted on bar as
  * tma_load_2d's boxes (no tensor map: a contiguous run) */
 __device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
@@ -354,6 +370,33 @@ __device__ __forceinline__ void wg_bar(int wg) { asm volatile("bar.sync %0, 128;
 __device__ __forceinline__ void tma_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void tma_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 __device__ __forceinline__ void tma_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+/* named barrier ID among N threads (0 is __syncthreads', 1.. wg_bar's of the warpgroups that
+ * use it) */
+template <int ID, int N> __device__ __forceinline__ void named_bar() {
+    asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
+}
+/* The storers' end of a tile (thread t of the N meeting at named barrier ID): their generic
+ * stores into the tile's buffer fenced for the async proxy, the storers met; then thread 0
+ * sends the buffer out by TMA (send()), waits until the copies have read it and hands it back
+ * (an arrival on bfree). */
+template <int ID, int N, typename S>
+__device__ __forceinline__ void storers_send(S send, uint64_t *bfree, int t) {
+    fence_async_smem();
+    named_bar<ID, N>();
+    if (t == 0) {
+        send();
+        tma_commit();
+        tma_wait_read();
+        mbar_arrive(bfree);
+    }
+}
+/* A tile's [g | u] pair as four BOX-byte boxes of 64 columns × 128 rows from buf (g's two, then
+ * u's) out to columns n0.. and I + n0.. of tm's (rows × 2I) tensor, from row m0 */
+template <int BOX>
+__device__ __forceinline__ void tma_store_gu(const CUtensorMap *tm, const unsigned char *buf, int I, int n0, int m0) {
+#pragma unroll
+    for (int b = 0; b < 4; b++) tma_store_2d(tm, buf + b * BOX, (b >> 1) * I + n0 + (b & 1) * 64, m0);
+}
 /* silu with an approximate reciprocal (a few fp32 ulps, below bf16's rounding of the result):
  * the epilogue's instructions are what the other warpgroups' products must hide. swiglu_bwd
  * recomputes act with silu_f, so the two can differ by one bf16 ulp where silu(g)·u falls
