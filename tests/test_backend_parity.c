@@ -970,18 +970,6 @@ static trm_backend *open_dev_without(const char *var) {
     return b;
 }
 
-/* attention_fwd's out and lse on b (bf16 activations) */
-static void run_att_plain(trm_backend *b, float *out, float *lse, const float *qkv, int B, int T, int H) {
-    dmem m = {.b = b};
-    size_t no = (size_t)B * T * H * 64, nl = (size_t)B * H * T;
-    void *dO = nan_act(&m, no);
-    float *dL = nan_buf(&m, nl);
-    b->attention_fwd(b, dO, dL, upa(&m, qkv, (size_t)B * T * 3 * H * 64), B, T, H, 64);
-    downa(&m, out, dO, no);
-    down(&m, lse, dL, nl * sizeof(float));
-    dm_free(&m);
-}
-
 /* Where copies may go by TMA (cuda: the forward for T > 128), a second device backend opened
  * with TRM_FLASH_TMA=0 copies by thread; the products and their order are the same, so are the
  * bits. {B, T, H}: maze's T (15 key tiles, more than the ring's stages; the last block with one
@@ -1002,8 +990,8 @@ START_TEST(test_attention_fwd_tma) {
         float *qkv = frand(&r, nq, -2, 2), *o[2], *l[2];
         round_bf16(qkv, nq);
         for (int i = 0; i < 2; i++) o[i] = malloc(no * sizeof(float)), l[i] = malloc(nl * sizeof(float));
-        run_att_plain(p.dev, o[0], l[0], qkv, B, T, H);
-        run_att_plain(old, o[1], l[1], qkv, B, T, H);
+        run_att_fwd(p.dev, o[0], l[0], qkv, B, T, H, 64);
+        run_att_fwd(old, o[1], l[1], qkv, B, T, H, 64);
         char what[96];
         snprintf(what, sizeof what, "attention_fwd by TMA B=%d T=%d H=%d", B, T, H);
         ck_assert_msg(written(o[0], no) == no, "%s: out not all written", what);

@@ -171,24 +171,26 @@ void k_rmsnorm_t_bwd(cudaStream_t st, int dt, void *dx, const void *dy, const vo
                      int Tn, int Tp, int D);
 void k_swiglu_fwd(cudaStream_t st, int dt, void *out, const void *gu, int rows, int I);
 void k_swiglu_bwd(cudaStream_t st, int dt, void *dgu, void *out, const void *dout, const void *gu, int rows, int I);
-/* the same in 128 × 256 tiles on Hopper (gate_up.cu): rows ≥ 128, I a multiple of 128, K ≥ 64;
- * 0 where it does not take the call (nothing launched); k_gate_up_tile_ok() whether it can run
- * here at all */
-int k_gate_up_tile_ok(void);
-/* qkv = x·Wᵀ (B·T rows × 3H·64, x rows × K) with RoPE on its q and k heads in the epilogue, the
- * tables cs, sn (T × 64, fp32) as rope_fwd's, by the same kernel (backend.h: qkv_rope_fwd);
- * 0 where it does not take the call (nothing launched) */
-int k_qkv_rope(cudaStream_t st, void *tma_encode, void *qkv, const void *x, int ldx, const void *w, int ldw,
-               const float *cs, const float *sn, int B, int T, int H, int K);
-int k_gate_up_tile(cudaStream_t st, void *tma_encode, void *act, void *gu, const void *x, int ldx, const void *w,
-                   int ldw, int rows, int I, int K);
 /* act = SwiGLU(x·Wᵀ) (gu = x·Wᵀ too unless NULL), all bf16: given tma_encode = k_gate_up_wgmma()
  * (NULL where the device or build has no Hopper kernel), K ≤ 512 with I a multiple of 64 on
  * Hopper; otherwise K ≤ 128 (mma.sync); 0 where it does not take the shape (nothing launched) */
 void *k_gate_up_wgmma(void);
 int k_gate_up_swiglu(cudaStream_t st, void *tma_encode, void *act, void *gu, const void *x, int ldx, const void *w,
                      int ldw, int rows, int I, int K);
+/* the same in 128 × 256 tiles on Hopper (gate_up.cu): rows ≥ 128, I a multiple of 128, K ≥ 64;
+ * 0 where it does not take the call (nothing launched); k_gate_up_tile_ok() whether it can run
+ * here at all */
+int k_gate_up_tile_ok(void);
+int k_gate_up_tile(cudaStream_t st, void *tma_encode, void *act, void *gu, const void *x, int ldx, const void *w,
+                   int ldw, int rows, int I, int K);
+/* qkv = x·Wᵀ (B·T rows × 3H·64, x rows × K) with RoPE on its q and k heads in the epilogue, the
+ * tables cs, sn (T × 64, fp32) as rope_fwd's, by the same kernel (backend.h: qkv_rope_fwd);
+ * 0 where it does not take the call (nothing launched) */
+int k_qkv_rope(cudaStream_t st, void *tma_encode, void *qkv, const void *x, int ldx, const void *w, int ldw,
+               const float *cs, const float *sn, int B, int T, int H, int K);
 /* dgu and act of SwiGLU's backward from dact, the product x·Wᵀ computed again (Hopper only) */
+int k_gate_up_swiglu_bwd(cudaStream_t st, void *tma_encode, void *dgu, void *act, const void *dact, const void *x,
+                         int ldx, const void *w, int ldw, int rows, int I, int K);
 /* the down projection's dact = dy·W (W: K × I, rows ldw apart) and the SwiGLU backward after it
  * on Hopper (down_swiglu.cu): dgu and act (NULL: not written) from dact and gu; wt, a work buffer
  * of I·K bf16 that takes Wᵀ. 0 where it does not take the shape (nothing launched, nothing
@@ -196,8 +198,6 @@ int k_gate_up_swiglu(cudaStream_t st, void *tma_encode, void *act, void *gu, con
 int k_down_swiglu_ok(void);
 int k_down_swiglu_bwd(cudaStream_t st, void *tma_encode, void *dgu, void *act, const void *dy, int ldy, const void *W,
                       int ldw, void *wt, const void *gu, int rows, int I, int K);
-int k_gate_up_swiglu_bwd(cudaStream_t st, void *tma_encode, void *dgu, void *act, const void *dact, const void *x,
-                         int ldx, const void *w, int ldw, int rows, int I, int K);
 /* y = rms(res + x·Wᵀ) over D (backend.h: linear_norm_fwd), all bf16, Hopper only: tma_encode =
  * k_gate_up_wgmma() and clusters = k_linear_norm_clusters() (the kernel's shared memory limit
  * raised there, once; 0 where it cannot run); 0 where it does not take the shape (nothing
