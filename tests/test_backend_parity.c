@@ -1005,6 +1005,53 @@ START_TEST(test_attention_fwd_tma) {
 }
 END_TEST
 
+/* Where short heads (T ≤ 128) take the persistent backward (cuda on Hopper,
+ * flash_bwd_short.cuh), a second device backend opened with TRM_FLASH_SHORT_BWD=0 runs the
+ * streaming kernel it replaced: the same Pᵀ and dSᵀ, dQ summed in another order, so the two
+ * agree within bf16's tolerance. More heads than the device has blocks (each block walks
+ * several, the two buffers' phases carried across them), with RoPE and without; {B, T, H}:
+ * Sudoku's T; T = 128 (every row of a tile; RoPE's tables too large to sit beside the buffers,
+ * read from L2); one position. */
+START_TEST(test_attention_bwd_short) {
+    pair p = open_pair();
+    if (!bf16_acts(&p) || !expect_hopper()) {
+        printf("test_backend_parity: %s: no persistent short attention backward to compare\n", p.dev->name);
+        close_pair(&p);
+        return;
+    }
+    trm_backend *old = open_dev_without("TRM_FLASH_SHORT_BWD");
+    tr_rng r = {59};
+    int dims[][3] = {{40, 97, 8}, {3, 128, 100}, {300, 1, 2}};
+    for (int k = 0; k < (int)(sizeof dims / sizeof dims[0]); k++) {
+        int B = dims[k][0], T = dims[k][1], H = dims[k][2];
+        size_t no = (size_t)B * T * H * 64, nl = (size_t)B * H * T;
+        float *qkv = frand(&r, 3 * no, -2, 2), *dout = frand(&r, no, -1, 1);
+        float *cs = frand(&r, (size_t)T * 64, -1, 1), *sn = frand(&r, (size_t)T * 64, -1, 1);
+        round_bf16(qkv, 3 * no), round_bf16(dout, no);
+        float *o = malloc(no * sizeof(float)), *l = malloc(nl * sizeof(float)), *g[2];
+        run_att_fwd(p.dev, o, l, qkv, B, T, H, 64);
+        for (int i = 0; i < 2; i++) g[i] = malloc(3 * no * sizeof(float));
+        for (int rope = 0; rope < 2; rope++) {
+            if (rope && (!p.dev->attention_bwd_rope || !old->attention_bwd_rope)) continue;
+            for (int i = 0; i < 2; i++) {
+                trm_backend *b = i ? old : p.dev;
+                if (rope)
+                    run_att_bwd_rope(b, g[i], dout, qkv, o, l, cs, sn, B, T, H, 64);
+                else
+                    run_att_bwd(b, g[i], dout, qkv, o, l, B, T, H, 64);
+            }
+            char what[96];
+            snprintf(what, sizeof what, "attention_bwd%s short B=%d T=%d H=%d", rope ? "_rope" : "", B, T, H);
+            ck_assert_msg(written(g[0], 3 * no) == 3 * no, "%s: dqkv not all written", what);
+            expect_rel(what, g[0], g[1], 3 * no, TOL_BF16);
+        }
+        free(qkv), free(dout), free(cs), free(sn), free(o), free(l), free(g[0]), free(g[1]);
+    }
+    old->destroy(old);
+    close_pair(&p);
+}
+END_TEST
+
 /* gate_up_swiglu's act and gu on b for case c = {rows, I, K, ldx, ldw} (x and w drawn by the
  * caller); gu only where keep */
 static void run_gate_up(trm_backend *b, float *act, float *gu, const float *x, const float *w, const int c[5],
@@ -2208,6 +2255,7 @@ static Suite *parity_suite(void) {
     tcase_add_test(tn, test_rmsnorm_t);
     tcase_add_test(tn, test_attention_fwd_rope);
     tcase_add_test(tn, test_attention_fwd_tma);
+    tcase_add_test(tn, test_attention_bwd_short);
     suite_add_tcase(s, tn);
     return s;
 }

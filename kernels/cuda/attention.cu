@@ -1035,6 +1035,8 @@ __global__ void __launch_bounds__(128) flash_bwd_q_kernel(bf16 *dqkv, const bf16
 }
 
 
+#include "flash_bwd_short.cuh" /* the persistent backward for short heads (T ≤ 128) */
+
 int k_flash_ok(const void *a, const void *b, int hd) {
     return hd == FA_D && aligned16(a) && aligned16(b);
 }
@@ -1077,7 +1079,7 @@ int k_flash_wgmma(void) {
         smem_limit(flash_bwd_kv_wg_kernel<3, 2>, FK_SMEM(3, 2)) &&
         smem_limit(flash_fwd_wg_kernel<FW_WG, 1>, FW_SMEM(FW_WG)) && smem_limit(flash_fwd_wg_kernel<FW_WG, 2>, FW_SMEM(FW_WG)) &&
         smem_limit(flash_fwd_short_kernel<0>, FS_SMEM(FS_ROWS)) && smem_limit(flash_fwd_short_kernel<1>, FS_SMEM(FS_ROWS)) &&
-        smem_limit(flash_fwd_long_kernel<FL_WG>, FL_SMEM(FL_WG)))
+        smem_limit(flash_fwd_long_kernel<FL_WG>, FL_SMEM(FL_WG)) && smem_limit(flash_bwd_short_kernel, FBS_MAX))
         return 1;
     cudaGetLastError(); /* fall back to mma.sync without leaving the error queued */
     return 0;
@@ -1126,14 +1128,20 @@ int k_flash_fwd_rope(cudaStream_t st, int wgmma, void *tma_encode, void *out, fl
     return 1;
 }
 
-int k_flash_bwd(cudaStream_t st, int wgmma, int one_pass, void *dqkv, float *dqacc, const void *dout,
-                const void *qkv, const float *lse, const float *dr, int B, int T, int H, const float *rcs,
-                const float *rsn) {
+int k_flash_bwd(cudaStream_t st, int wgmma, void *tma_encode, int one_pass, void *dqkv, float *dqacc,
+                const void *dout, const void *qkv, const float *lse, const float *dr, int B, int T, int H,
+                const float *rcs, const float *rsn) {
     dim3 grid((unsigned)((T + FB_ROWS - 1) / FB_ROWS), (unsigned)H, (unsigned)B);
     float scale = 1.0f / sqrtf((float)FA_D);
     const bf16 *q = (const bf16 *)qkv, *o = (const bf16 *)dout;
     bf16 *dq = (bf16 *)dqkv;
     if (wgmma) {
+#if defined(TRM_CUDA_SM90A)
+        if (one_pass && fbs_launch(st, tma_encode, dq, q, o, lse, dr, B, T, H, scale, rcs, rsn))
+            return rcs != nullptr;
+#else
+        (void)tma_encode;
+#endif
         if (one_pass && fk_one_block(T)) { /* one pass, dQ written by the block that holds every key */
             fk_launch<2>(st, dq, nullptr, q, o, lse, dr, B, T, H, scale, rcs, rsn);
             return rcs != nullptr;

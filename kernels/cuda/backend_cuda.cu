@@ -94,6 +94,7 @@ typedef struct {
     int wgmma;  /* attention on Hopper's warpgroup products (TRM_FLASH_WGMMA=0: the mma.sync kernels) */
     void *gate_up_tma; /* the Hopper gate/up + SwiGLU kernel's TMA encoder; NULL: none, or TRM_GATE_UP_WGMMA=0 (cuBLASLt + SwiGLU) */
     void *flash_tma;   /* the same encoder for the attention forwards by TMA; NULL: TRM_FLASH_TMA=0 */
+    void *flash_bwd_tma; /* ... for the short heads' persistent backward; NULL: TRM_FLASH_SHORT_BWD=0 */
     int gate_up_tile;  /* gate/up + SwiGLU in 128 × 256 tiles where it takes the shape (TRM_GATE_UP_TILE=0: not) */
     int qkv_rope;      /* the QKV product with RoPE in its epilogue, by that kernel (TRM_QKV_ROPE=0: not) */
     int deterministic; /* TRM_DETERMINISTIC=1: attention's backward in two passes, no reductions in memory */
@@ -484,7 +485,7 @@ static void attention_bwd_impl(trm_backend *b, void *dqkv, const void *dout, con
             dqacc = (float *)scratch(b, SCR_ATT_DQ, n);
             CK(cudaMemsetAsync(dqacc, 0, n, ST(b)));
         }
-        if (!k_flash_bwd(ST(b), CTX(b)->wgmma, one_pass, dqkv, dqacc, dout, qkv, lse, dr, B, T, H, rc, rs) && rc)
+        if (!k_flash_bwd(ST(b), CTX(b)->wgmma, CTX(b)->flash_bwd_tma, one_pass, dqkv, dqacc, dout, qkv, lse, dr, B, T, H, rc, rs) && rc)
             cuda_rope_bwd(b, dqkv, rc, rs, B, T, H, hd);
         return;
     }
@@ -694,6 +695,8 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     c->gate_up_tma = env_flag("TRM_GATE_UP_WGMMA", 1) ? tma : NULL;
     /* TRM_FLASH_TMA=0: the attention forwards by cp.async (for measuring) */
     c->flash_tma = c->wgmma && env_flag("TRM_FLASH_TMA", 1) ? tma : NULL;
+    /* TRM_FLASH_SHORT_BWD=0: short heads' backward by flash_bwd_kv_wg_kernel (for measuring) */
+    c->flash_bwd_tma = c->wgmma && env_flag("TRM_FLASH_SHORT_BWD", 1) ? tma : NULL;
     int tile = c->gate_up_tma && k_gate_up_tile_ok(); /* the tile kernel can run here (its limit raised once) */
     c->gate_up_tile = tile && env_flag("TRM_GATE_UP_TILE", 1);
     c->qkv_rope = tile && env_flag("TRM_QKV_ROPE", 1);

@@ -93,13 +93,17 @@ __global__ void __launch_bounds__(256, 2)
 #endif
 
 #if defined(TRM_CUDA_SM90A)
-/* qkv (B, T, 3H·64) as a tensor map of boxes of one head's 64 columns × R rows of a sample
- * (rows past T read as zeros): the TMA forwards' operands */
-static int qkv_head_map(void *encode, CUtensorMap *tm, const void *qkv, int B, int T, int H, int R) {
-    cuuint64_t ld = (cuuint64_t)3 * H * FA_D;
-    cuuint64_t dim[3] = {ld, (cuuint64_t)T, (cuuint64_t)B}, stride[2] = {ld * 2, ld * 2 * (cuuint64_t)T};
+/* a bf16 (B, T, ld) tensor as a tensor map of boxes of 64 columns × R rows of a sample (rows
+ * past T read as zeros): a head of qkv (ld = 3H·64) or of dO (H·64) */
+static int head_map(void *encode, CUtensorMap *tm, const void *p, int ld, int B, int T, int R) {
+    cuuint64_t dim[3] = {(cuuint64_t)ld, (cuuint64_t)T, (cuuint64_t)B};
+    cuuint64_t stride[2] = {(cuuint64_t)ld * 2, (cuuint64_t)ld * 2 * (cuuint64_t)T};
     cuuint32_t box[3] = {FA_D, (cuuint32_t)R, 1};
-    return tma_map_bf16(tm, encode, qkv, 3, dim, stride, box);
+    return tma_map_bf16(tm, encode, p, 3, dim, stride, box);
+}
+/* qkv (B, T, 3H·64) so: the TMA forwards' operands */
+static int qkv_head_map(void *encode, CUtensorMap *tm, const void *qkv, int B, int T, int H, int R) {
+    return head_map(encode, tm, qkv, 3 * H * FA_D, B, T, R);
 }
 /* The short forward's operands as tensor maps: qkv in 128-row boxes, and the (T × 64) fp32
  * tables whole (T rounded up to 8 rows) */

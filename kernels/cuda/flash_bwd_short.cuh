@@ -1,0 +1,198 @@
+/* flash_bwd_short.cuh — the one-pass attention backward for short heads (T ≤ 128: Sudoku's 97),
+ * persistent: included by attention.cu once its tile macros, fa_store, fa_store_rope and c_to_a
+ * are defined. Kept apart so that attention.cu stays within the tree's file size.
+ *
+ * flash_bwd_kv_wg_kernel<2, 2> did these heads one block each, streaming 32-query tiles: ten
+ * waits a head on one block of 8 warps an SM (232 registers), its loads and its stores in
+ * series with the products. Nsight Compute (sudoku_att, H200): 505 µs a call, DRAM 21% busy.
+ * Here a block stays on its SM and walks heads b·H + h = blockIdx.x, + gridDim.x, ...; while it
+ * works on one head, the next one's q, k, v and dO tiles (128 rows, 128-byte swizzle, rows past T
+ * read as zeros) arrive by TMA into the other of two buffers, and its lse and rowsum by cp.async
+ * on the same mbarrier. RoPE's tables come once a block (when they fit beside the buffers).
+ *
+ * Each warpgroup owns 64 keys and takes all 128 queries at once:
+ *   Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (m64n128, waited for), Pᵀ and dSᵀ = Pᵀ∘(dPᵀ − D) in fp32;
+ *   dV = Pᵀ·dO and dK = dSᵀ·Q from registers; dSᵀ to shared memory (transposed by stmatrix);
+ *   after one barrier, dQ = dS·K over all 128 keys for the warpgroup's 64 queries.
+ * The same per-element steps as the streaming kernel (Pᵀ, dSᵀ and the k-steps of dV and dK in
+ * the same order); dQ's sum runs over the 128 keys in one accumulator instead of two warpgroups'
+ * halves added. Rows and columns past T: q and dO rows read as zeros and lse, rowsum as 0, so Pᵀ
+ * meets zero dO rows and dSᵀ is 0 there; keys past T have zero K and V rows (their dK, dV rows
+ * are not stored, their dS meets zero K rows in dQ). */
+#ifndef TRM_FLASH_BWD_SHORT_CUH
+#define TRM_FLASH_BWD_SHORT_CUH
+
+#define FBS_R 128                                         /* rows of a tile: queries or keys */
+#define FBS_TILE (FBS_R * FA_D)                           /* bf16 of a 128 × 64 swizzled tile */
+#define FBS_BUF (4 * FBS_TILE * 2 + 2 * FBS_R * 4)        /* a head's q, k, v, dO, lse, rowsum */
+#define FBS_MAX (227 * 1024)                              /* a block's shared memory limit */
+/* two head buffers, dSᵀ (two key halves), the tables' T rows (0: read from L2), barriers, slack */
+#define FBS_SMEM(TT) ((size_t)2 * FBS_BUF + 2 * FBS_TILE * 2 + (size_t)2 * (TT) * FA_D * 4 + 32 + 1024)
+
+#if defined(TRM_WGMMA)
+/* Head hd's operands into buffer buf (lse and rowsum after the four tiles), counted on bar: the
+ * tiles' bytes by the first thread's expectation, every thread's copy by its own arrival */
+__device__ __forceinline__ void fbs_fetch(const CUtensorMap *tmq, const CUtensorMap *tmo, unsigned char *buf,
+                                          uint64_t *bar, const float *lse, const float *dr, int hd, int T, int H) {
+    int b = hd / H, h = hd - b * H;
+    bf16 *t = (bf16 *)buf;
+    if (threadIdx.x == 0) {
+        mbar_expect(bar, 4 * FBS_TILE * 2);
+        tma_load_3d_nb(t, tmq, h * FA_D, 0, b, bar);
+        tma_load_3d_nb(t + FBS_TILE, tmq, (H + h) * FA_D, 0, b, bar);
+        tma_load_3d_nb(t + 2 * FBS_TILE, tmq, (2 * H + h) * FA_D, 0, b, bar);
+        tma_load_3d_nb(t + 3 * FBS_TILE, tmo, h * FA_D, 0, b, bar);
+    }
+    int x = threadIdx.x & (FBS_R - 1), ok = x < T; /* threads 0–127: lse; 128–255: rowsum */
+    const float *g = (threadIdx.x < FBS_R ? lse : dr) + ((size_t)b * H + h) * T + (ok ? x : 0);
+    uint32_t d = (uint32_t)__cvta_generic_to_shared((float *)(t + 4 * FBS_TILE) + threadIdx.x);
+    uint32_t m = (uint32_t)__cvta_generic_to_shared(bar);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(g), "r"(ok ? 4 : 0) : "memory");
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(m) : "memory");
+}
+/* Pᵀ and dSᵀ of a warpgroup's 64 keys × 128 queries in fp32, in place (fk_pds's steps) */
+__device__ __forceinline__ void fbs_pds(float (&st)[16][4], float (&dpt)[16][4], const float *sL, const float *sD,
+                                        float sl2) {
+    int t = threadIdx.x & 3;
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        float2 l = *reinterpret_cast<const float2 *>(sL + j * 8 + 2 * t);
+        float2 r = *reinterpret_cast<const float2 *>(sD + j * 8 + 2 * t);
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float lq = e & 1 ? l.y : l.x, dq = e & 1 ? r.y : r.x;
+            st[j][e] = ex2(fmaf(st[j][e], sl2, -lq * LOG2E));
+            dpt[j][e] = st[j][e] * (dpt[j][e] - dq);
+        }
+    }
+}
+/* A warp's dSᵀ fragments (its 16 keys × 128 queries) into its warpgroup's swizzled (128 queries ×
+ * 64 keys) tile, transposed by stmatrix (fk_ds_store over 8 k-steps) */
+__device__ __forceinline__ void fbs_ds_store(bf16 *tile, const uint32_t (&da)[8][4]) {
+    int l = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, i = l >> 3;
+    uint32_t base = (uint32_t)__cvta_generic_to_shared(tile);
+#pragma unroll
+    for (int kk = 0; kk < 8; kk++) {
+        int q = kk * 16 + (i >> 1) * 8 + (l & 7), c = 2 * w + (i & 1);
+        stsm4t(base + q * 128 + ((c ^ (q & 7)) << 4), da[kk]);
+    }
+}
+/* d = A·B over 8 k-steps, A from registers, B N-major (a 128-row tile, 16 rows a step), issued */
+__device__ __forceinline__ void fbs_mma_rs(float (&d)[8][4], const uint32_t (&a)[8][4], const bf16 *tile) {
+    uint64_t b = wg_desc(tile, 8192, 1024);
+    wg_m64n64k16<1, 0>(d, a[0], b);
+#pragma unroll
+    for (int k = 1; k < 8; k++) wg_m64n64k16<1, 1>(d, a[k], b + 128 * k);
+}
+#endif
+
+#if defined(TRM_CUDA_SM90A)
+__global__ void __launch_bounds__(256, 1)
+    flash_bwd_short_kernel(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmo,
+                           bf16 *dqkv, const float *lse, const float *dr, int B, int T, int H, float sl2, float scale,
+                           const float *rcs, const float *rsn, int tab) {
+#if defined(TRM_WGMMA)
+    extern __shared__ unsigned char fbs_raw[];
+    unsigned char *bufs = smem_align1024(fbs_raw);
+    bf16 *sDS = (bf16 *)(bufs + 2 * FBS_BUF);
+    float *sT = (float *)(sDS + 2 * FBS_TILE);
+    uint64_t *full = (uint64_t *)(sT + (tab ? 2 * T * FA_D : 0)), *tbar = full + 2;
+    int wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3, heads = B * H;
+    size_t ld = (size_t)3 * H * FA_D;
+    const float *cs = tab ? sT : rcs, *sn = tab ? sT + T * FA_D : rsn;
+    if (threadIdx.x == 0) {
+        mbar_init(full, 1 + 256), mbar_init(full + 1, 1 + 256), mbar_init(tbar, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        fence_async_smem(); /* the barriers seen initialised by the TMA copies too */
+        if (tab) {
+            mbar_expect(tbar, 2 * T * FA_D * 4);
+            bulk_load(sT, rcs, T * FA_D * 4, tbar);
+            bulk_load(sT + T * FA_D, rsn, T * FA_D * 4, tbar);
+        }
+    }
+    __syncthreads();
+    if ((int)blockIdx.x < heads) fbs_fetch(&tmq, &tmo, bufs, full, lse, dr, blockIdx.x, T, H);
+    int i = 0;
+    for (int hd = blockIdx.x; hd < heads; hd += gridDim.x, i++) {
+        int nb = (i + 1) & 1, b = hd / H, h = hd - b * H;
+        if (hd + (int)gridDim.x < heads) /* the next head into the other buffer, done with at the last barrier */
+            fbs_fetch(&tmq, &tmo, bufs + nb * FBS_BUF, full + nb, lse, dr, hd + gridDim.x, T, H);
+        bf16 *sQ = (bf16 *)(bufs + (i & 1) * FBS_BUF), *sK = sQ + FBS_TILE, *sV = sK + FBS_TILE, *sO = sV + FBS_TILE;
+        const float *sL = (const float *)(sO + FBS_TILE), *sD = sL + FBS_R;
+        mbar_wait(full + (i & 1), (i >> 1) & 1);
+        float st[16][4], dpt[16][4];
+        {
+            uint64_t ka = wg_desc(sK + wg * 64 * FA_D, 16, 1024), va = wg_desc(sV + wg * 64 * FA_D, 16, 1024);
+            uint64_t qb = wg_desc(sQ, 16, 1024), ob = wg_desc(sO, 16, 1024);
+            wg_fence();
+#pragma unroll
+            for (int k = 0; k < 4; k++) wg_m64n128k16_ss(st, ka + 2 * k, qb + 2 * k, k);
+#pragma unroll
+            for (int k = 0; k < 4; k++) wg_m64n128k16_ss(dpt, va + 2 * k, ob + 2 * k, k);
+            wg_commit();
+            wg_wait<0>();
+            wg_fence_f(st), wg_fence_f(dpt);
+        }
+        fbs_pds(st, dpt, sL, sD, sl2);
+        uint32_t pa[8][4], da[8][4];
+        c_to_a(st, pa), c_to_a(dpt, da);
+        fbs_ds_store(sDS + wg * FBS_TILE, da);
+        fence_async_smem(); /* dSᵀ, written by stmatrix, read next by the tensor cores */
+        float dv[8][4], dk[8][4], dq[8][4];
+        wg_fence_u(pa), wg_fence_u(da);
+        wg_fence();
+        fbs_mma_rs(dv, pa, sO);
+        fbs_mma_rs(dk, da, sQ);
+        wg_commit();
+        __syncthreads(); /* both warpgroups' dSᵀ halves */
+        wg_fence();
+        {
+            uint64_t kb = wg_desc(opaque(sK), 8192, 1024);
+            uint64_t a0 = wg_desc(opaque(sDS) + wg * 64 * FA_D, 16, 1024);
+            uint64_t a1 = wg_desc(opaque(sDS) + FBS_TILE + wg * 64 * FA_D, 16, 1024);
+            wg_m64n64k16_ss_tb<0>(dq, a0, kb);
+#pragma unroll
+            for (int k = 1; k < 4; k++) wg_m64n64k16_ss_tb<1>(dq, a0 + 2 * k, kb + 128 * k);
+#pragma unroll
+            for (int k = 0; k < 4; k++) wg_m64n64k16_ss_tb<1>(dq, a1 + 2 * k, kb + 128 * (4 + k));
+            wg_commit();
+        }
+        wg_wait<0>();
+        wg_fence_f(dv), wg_fence_f(dk), wg_fence_f(dq), wg_fence_u(pa), wg_fence_u(da);
+        if (tab && i == 0) mbar_wait(tbar, 0);
+        int r0 = wg * 64 + w * 16; /* the warp's keys (dK, dV) and queries (dQ) */
+        if (r0 < T) {
+            bf16 *o = dqkv + (size_t)b * T * ld;
+            fa_store(o + (2 * H + h) * FA_D, ld, r0, T, dv, 1.f, 1.f);
+            if (rcs) {
+                fa_store_rope(o + (H + h) * FA_D, ld, r0, T, dk, scale, cs, sn, tab);
+                fa_store_rope(o + h * FA_D, ld, r0, T, dq, scale, cs, sn, tab);
+            } else {
+                fa_store(o + (H + h) * FA_D, ld, r0, T, dk, scale, scale);
+                fa_store(o + h * FA_D, ld, r0, T, dq, scale, scale);
+            }
+        }
+        __syncthreads(); /* this head's buffer and dSᵀ free for the head after next */
+    }
+#else
+    __trap();
+#endif
+}
+
+/* The short backward, where it runs (T ≤ 128, the TMA encoder, 16-byte aligned operands): 1 */
+static int fbs_launch(cudaStream_t st, void *encode, bf16 *dqkv, const bf16 *qkv, const bf16 *dout, const float *lse,
+                      const float *dr, int B, int T, int H, float scale, const float *rcs, const float *rsn) {
+    CUtensorMap tmq, tmo;
+    if (!encode || T > FBS_R || !head_map(encode, &tmq, qkv, 3 * H * FA_D, B, T, FBS_R) ||
+        !head_map(encode, &tmo, dout, H * FA_D, B, T, FBS_R))
+        return 0;
+    int tab = rcs && aligned16(rcs) && aligned16(rsn) && FBS_SMEM(T) <= FBS_MAX;
+    int heads = B * H, blocks = device_sms(1);
+    if (blocks > heads) blocks = heads;
+    flash_bwd_short_kernel<<<blocks, 256, FBS_SMEM(tab ? T : 0), st>>>(tmq, tmo, dqkv, lse, dr, B, T, H,
+                                                                      scale * LOG2E, scale, rcs, rsn, tab);
+    return 1;
+}
+#endif
+
+#endif
