@@ -915,7 +915,8 @@ static int run_att_rope(trm_backend *b, int fused, int keep, float *out, float *
  * rotated by the same steps, the same kernel after) and against cpu's (bf16's tolerance); keep
  * leaves q and k rotated as rope_fwd does; where the op declines (cuda: a head's rows over
  * several blocks) it writes nothing. {B, T, H}: Sudoku's T; maze's (15 key tiles, 8 blocks a
- * head); one tile; one block and a row past it; one position. */
+ * head); one tile; one block and a row past it; one position; more heads than cuda's persistent
+ * short forward has blocks (each walks two or more). */
 START_TEST(test_attention_fwd_rope) {
     pair p = open_pair();
     if (!p.dev->attention_fwd_rope || !bf16_acts(&p)) {
@@ -924,7 +925,7 @@ START_TEST(test_attention_fwd_rope) {
         return;
     }
     tr_rng r = {47};
-    int dims[][3] = {{2, 97, 4}, {1, 916, 2}, {3, 64, 1}, {2, 129, 2}, {2, 1, 3}};
+    int dims[][3] = {{2, 97, 4}, {1, 916, 2}, {3, 64, 1}, {2, 129, 2}, {2, 1, 3}, {40, 97, 9}};
     for (int k = 0; k < (int)(sizeof dims / sizeof dims[0]); k++) {
         int B = dims[k][0], T = dims[k][1], H = dims[k][2];
         size_t nq = (size_t)B * T * 3 * H * 64, no = (size_t)B * T * H * 64, nl = (size_t)B * H * T;

@@ -1110,10 +1110,12 @@ int k_flash_fwd_rope(cudaStream_t st, int wgmma, void *tma_encode, void *out, fl
     CUtensorMap tmq, tmc, tms;
     if (tma_encode && aligned16(cs) && aligned16(sn) && fs_maps(tma_encode, &tmq, &tmc, &tms, qkv, cs, sn, B, T, H)) {
         size_t smem = FS_SMEM((T + 7) & ~7);
+        int heads = B * H, blocks = 2 * device_sms(1); /* persistent: two an SM */
+        if (blocks > heads) blocks = heads;
         if (keep)
-            flash_fwd_short_kernel<1><<<grid, 256, smem, st>>>(tmq, tmc, tms, (bf16 *)out, lse, (bf16 *)qkv, T, H, sl2);
+            flash_fwd_short_kernel<1><<<blocks, 256, smem, st>>>(tmq, tmc, tms, (bf16 *)out, lse, (bf16 *)qkv, B, T, H, sl2);
         else
-            flash_fwd_short_kernel<0><<<grid, 256, smem, st>>>(tmq, tmc, tms, (bf16 *)out, lse, (bf16 *)qkv, T, H, sl2);
+            flash_fwd_short_kernel<0><<<blocks, 256, smem, st>>>(tmq, tmc, tms, (bf16 *)out, lse, (bf16 *)qkv, B, T, H, sl2);
         return 1;
     }
 #else

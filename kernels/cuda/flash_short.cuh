@@ -15,8 +15,8 @@
  * T = 97, two blocks an SM (from T = 121, 113 KiB: one). */
 #define FS_ROWS 128
 #define FS_TILE (FS_ROWS * FA_D) /* bf16 of a 128-row swizzled tile */
-/* the tiles, the tables' T rows (rounded to 8), two barriers, the alignment slack */
-#define FS_SMEM(TR) ((size_t)3 * FS_TILE * 2 + (size_t)2 * (TR) * FA_D * 4 + 16 + 1024)
+/* the tiles, the tables' T rows (rounded to 8), three barriers, the alignment slack */
+#define FS_SMEM(TR) ((size_t)3 * FS_TILE * 2 + (size_t)2 * (TR) * FA_D * 4 + 24 + 1024)
 
 #if defined(TRM_WGMMA)
 /* 8 fp32 values from shared memory */
@@ -32,60 +32,78 @@ __device__ __forceinline__ void fs_afrag(uint32_t a[4][4], const bf16 *tile, int
 }
 #endif
 
+#if defined(TRM_WGMMA)
+/* head hd's q and k (on bar[0]) and v (on bar[1]) into the three tiles from sQ, by TMA */
+__device__ __forceinline__ void fs_fetch(const CUtensorMap *tmq, bf16 *sQ, uint64_t *bar, int hd, int H) {
+    int b = hd / H, h = hd - b * H;
+    mbar_expect(bar, 2 * FS_TILE * 2);
+    tma_load_3d_nb(sQ, tmq, h * FA_D, 0, b, bar);
+    tma_load_3d_nb(sQ + FS_TILE, tmq, (H + h) * FA_D, 0, b, bar);
+    mbar_expect(bar + 1, FS_TILE * 2);
+    tma_load_3d_nb(sQ + 2 * FS_TILE, tmq, (2 * H + h) * FA_D, 0, b, bar + 1);
+}
+#endif
+
 #if defined(TRM_CUDA_SM90A)
 template <int KEEP>
 __global__ void __launch_bounds__(256, 2)
     flash_fwd_short_kernel(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmc,
-                           const __grid_constant__ CUtensorMap tms, bf16 *out, float *lse, bf16 *q16, int T, int H,
-                           float sl2) {
+                           const __grid_constant__ CUtensorMap tms, bf16 *out, float *lse, bf16 *q16, int B, int T,
+                           int H, float sl2) {
 #if defined(TRM_WGMMA)
     extern __shared__ unsigned char fs_raw[];
     bf16 *sQ = (bf16 *)smem_align1024(fs_raw), *sK = sQ + FS_TILE, *sV = sK + FS_TILE;
-    int TR = (T + 7) & ~7;
+    int TR = (T + 7) & ~7, heads = B * H;
     float *sC = (float *)(sV + FS_TILE), *sS = sC + TR * FA_D;
-    uint64_t *bar = (uint64_t *)(sS + TR * FA_D);
-    int h = blockIdx.y, b = blockIdx.z, wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3;
-    int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3, qw = wg * 64;
+    uint64_t *bar = (uint64_t *)(sS + TR * FA_D); /* q and k; v; the tables */
+    int wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3;
+    int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3, qw = wg * 64, n = (T + FA_T - 1) / FA_T;
     size_t ld = (size_t)3 * H * FA_D;
-    bf16 *Q = q16 + (size_t)b * T * ld + h * FA_D, *K = Q + H * FA_D;
     if (threadIdx.x == 0) {
-        mbar_init(bar, 1);
-        mbar_init(bar + 1, 1);
+        for (int k = 0; k < 3; k++) mbar_init(bar + k, 1);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         fence_async_smem(); /* the barriers seen initialised by the TMA copies too */
-        mbar_expect(bar, 2 * FS_TILE * 2 + 2 * TR * FA_D * 4);
-        tma_load_3d_nb(sQ, &tmq, h * FA_D, 0, b, bar);
-        tma_load_3d_nb(sK, &tmq, (H + h) * FA_D, 0, b, bar);
-        tma_load_2d_nb(sC, &tmc, 0, 0, bar);
-        tma_load_2d_nb(sS, &tms, 0, 0, bar);
-        mbar_expect(bar + 1, FS_TILE * 2);
-        tma_load_3d_nb(sV, &tmq, (2 * H + h) * FA_D, 0, b, bar + 1);
+        mbar_expect(bar + 2, 2 * TR * FA_D * 4);
+        tma_load_2d_nb(sC, &tmc, 0, 0, bar + 2);
+        tma_load_2d_nb(sS, &tms, 0, 0, bar + 2);
+        if ((int)blockIdx.x < heads) fs_fetch(&tmq, sQ, bar, blockIdx.x, H);
     }
     __syncthreads(); /* the barriers initialised */
-    mbar_wait(bar, 0);
-    /* each position's pair (c, c + 32) for 8 c at once, in q's row and k's (both swizzled) */
-    for (int i = threadIdx.x; i < T * 4; i += 256) {
-        int p = i >> 2, j = i & 3, x = p & 7;
-        float c[8], ch[8], s[8], sh[8];
-        lds_f8(c, sC + p * FA_D + 8 * j), lds_f8(ch, sC + p * FA_D + 8 * j + 32);
-        lds_f8(s, sS + p * FA_D + 8 * j), lds_f8(sh, sS + p * FA_D + 8 * j + 32);
-        bf16 *q = sQ + p * FA_D, *k = sK + p * FA_D;
-        fw_rope8(q + ((j ^ x) << 3), q + (((j + 4) ^ x) << 3), 8 * j, c, ch, s, sh, KEEP ? Q + p * ld : nullptr);
-        fw_rope8(k + ((j ^ x) << 3), k + (((j + 4) ^ x) << 3), 8 * j, c, ch, s, sh, KEEP ? K + p * ld : nullptr);
+    mbar_wait(bar + 2, 0);
+    int i = 0;
+    for (int hd = blockIdx.x; hd < heads; hd += gridDim.x, i++) {
+        int b = hd / H, h = hd - b * H;
+        bf16 *Q = q16 + (size_t)b * T * ld + h * FA_D, *K = Q + H * FA_D;
+        mbar_wait(bar, i & 1);
+        /* each position's pair (c, c + 32) for 8 c at once, in q's row and k's (both swizzled) */
+        for (int e = threadIdx.x; e < T * 4; e += 256) {
+            int p = e >> 2, j = e & 3, x = p & 7;
+            float c[8], ch[8], s[8], sh[8];
+            lds_f8(c, sC + p * FA_D + 8 * j), lds_f8(ch, sC + p * FA_D + 8 * j + 32);
+            lds_f8(s, sS + p * FA_D + 8 * j), lds_f8(sh, sS + p * FA_D + 8 * j + 32);
+            bf16 *q = sQ + p * FA_D, *k = sK + p * FA_D;
+            fw_rope8(q + ((j ^ x) << 3), q + (((j + 4) ^ x) << 3), 8 * j, c, ch, s, sh, KEEP ? Q + p * ld : nullptr);
+            fw_rope8(k + ((j ^ x) << 3), k + (((j + 4) ^ x) << 3), 8 * j, c, ch, s, sh, KEEP ? K + p * ld : nullptr);
+        }
+        fence_async_smem();
+        __syncthreads();
+        /* a warpgroup wholly past T (T ≤ 64) computes on zero rows and stores nothing: a branch
+         * around the products would have ptxas serialise them */
+        float o[8][4], s[8][4], ml[4] = {-INFINITY, -INFINITY, 0.f, 0.f}, c[2];
+        uint32_t qa[4][4], p[4][4];
+        fa_zero(o);
+        fs_afrag(qa, sQ, qw + w * 16);
+        fw_first(s, ml, c, p, qa, sK, T, sl2);
+        mbar_wait(bar + 1, i & 1);
+        if (n > 1) fw_next(o, s, ml, c, p, qa, sK + FW_TILE, sV, FA_T, T, sl2);
+        fw_last(o, p, sV + (n - 1) * FW_TILE);
+        __syncthreads(); /* every warp done with the head's q, k and v: the next one's copies start */
+        if (threadIdx.x == 0 && hd + (int)gridDim.x < heads) {
+            fence_async_smem(); /* after q's reads by ldmatrix */
+            fs_fetch(&tmq, sQ, bar, hd + gridDim.x, H);
+        }
+        fw_finish(out, lse, o, ml, b, h, T, H, qw + w * 16, g, t, sl2);
     }
-    fence_async_smem();
-    __syncthreads();
-    if (qw >= T) return; /* T ≤ 64: the second warpgroup's rows are all past T */
-    int n = (T + FA_T - 1) / FA_T;
-    float o[8][4], s[8][4], ml[4] = {-INFINITY, -INFINITY, 0.f, 0.f}, c[2];
-    uint32_t qa[4][4], p[4][4];
-    fa_zero(o);
-    fs_afrag(qa, sQ, qw + w * 16);
-    fw_first(s, ml, c, p, qa, sK, T, sl2);
-    mbar_wait(bar + 1, 0);
-    if (n > 1) fw_next(o, s, ml, c, p, qa, sK + FW_TILE, sV, FA_T, T, sl2);
-    fw_last(o, p, sV + (n - 1) * FW_TILE);
-    fw_finish(out, lse, o, ml, b, h, T, H, qw + w * 16, g, t, sl2);
 #else
     __trap();
 #endif

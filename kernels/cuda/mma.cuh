@@ -129,13 +129,13 @@ __device__ __forceinline__ void wg_m64n32k16_ss(float d[4][4], uint64_t da, uint
                  : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
                  : "l"(da), "l"(db), "n"(ACC), "n"(TA));
 }
-/* d (64 × 64) = (ACC ? d : 0) + A·B, both from shared memory: A K-major, B N-major (the stored
- * tile's rows are the k index: a key-by-d tile read as it lies; the short backward's dQ = dS·K) */
-template <int ACC> __device__ __forceinline__ void wg_m64n64k16_ss_tb(float d[8][4], uint64_t da, uint64_t db) {
+/* d (64 × 64) = (ACC ? d : 0) + A·B, both from shared memory: A K-major, B K-major (TB = 0) or
+ * N-major (TB = 1: the stored tile's rows are the k index, as the short backward's K in dQ = dS·K) */
+template <int ACC, int TB> __device__ __forceinline__ void wg_m64n64k16_ss(float d[8][4], uint64_t da, uint64_t db) {
     asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, %34, 1, 1, 0, 1;\n"
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, %34, 1, 1, 0, %35;\n"
                  : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-                 : "l"(da), "l"(db), "n"(ACC));
+                 : "l"(da), "l"(db), "n"(ACC), "n"(TB));
 }
 /* d (64 × 128) = (acc ? d : 0) + A·B, both from shared memory, K-major (a GEMM's tile: rows of A
  * and of B hold the k index contiguously); acc a run-time flag, so one loop issues the first
