@@ -10,12 +10,9 @@
  * read as zeros) arrive by TMA into the other of two buffers, and its lse and rowsum by cp.async
  * on the same mbarrier. RoPE's tables come once a block (when they fit beside the buffers).
  *
- * Each warpgroup owns 64 keys and takes all 128 queries, in two halves of 64 whose products
- * overlap the other half's element-wise steps:
- *   Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ of both halves issued as two groups; Pᵀ and dSᵀ = Pᵀ∘(dPᵀ − D)
- *   of the first in fp32 while the second's run, then its share of dV = Pᵀ·dO and dK = dSᵀ·Q
- *   (from registers) issued while the second half's Pᵀ and dSᵀ are computed;
- *   dSᵀ to shared memory (transposed by stmatrix);
+ * Each warpgroup owns 64 keys and takes all 128 queries at once:
+ *   Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (m64n128, waited for), Pᵀ and dSᵀ = Pᵀ∘(dPᵀ − D) in fp32;
+ *   dV = Pᵀ·dO and dK = dSᵀ·Q from registers; dSᵀ to shared memory (transposed by stmatrix);
  *   after one barrier, dQ = dS·K over all 128 keys for the warpgroup's 64 queries.
  * The same per-element steps as the streaming kernel (Pᵀ, dSᵀ and the k-steps of dV and dK in
  * the same order); dQ's sum runs over the 128 keys in one accumulator instead of two warpgroups'
@@ -53,13 +50,12 @@ __device__ __forceinline__ void fbs_fetch(const CUtensorMap *tmq, const CUtensor
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(g), "r"(ok ? 4 : 0) : "memory");
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(m) : "memory");
 }
-/* Pᵀ and dSᵀ of a warpgroup's 64 keys × 64 queries (half HF of the 128) in fp32, in place
- * (fk_pds's steps) */
-__device__ __forceinline__ void fbs_pds(float (&st)[8][4], float (&dpt)[8][4], const float *sL, const float *sD,
+/* Pᵀ and dSᵀ of a warpgroup's 64 keys × 128 queries in fp32, in place (fk_pds's steps) */
+__device__ __forceinline__ void fbs_pds(float (&st)[16][4], float (&dpt)[16][4], const float *sL, const float *sD,
                                         float sl2) {
     int t = threadIdx.x & 3;
 #pragma unroll
-    for (int j = 0; j < 8; j++) {
+    for (int j = 0; j < 16; j++) {
         float2 l = *reinterpret_cast<const float2 *>(sL + j * 8 + 2 * t);
         float2 r = *reinterpret_cast<const float2 *>(sD + j * 8 + 2 * t);
 #pragma unroll
@@ -70,39 +66,23 @@ __device__ __forceinline__ void fbs_pds(float (&st)[8][4], float (&dpt)[8][4], c
         }
     }
 }
-/* A warp's dSᵀ fragments (its 16 keys × queries 64·HF..) into its warpgroup's swizzled (128
- * queries × 64 keys) tile, transposed by stmatrix (fk_ds_store's steps) */
-template <int HF> __device__ __forceinline__ void fbs_ds_store(bf16 *tile, const uint32_t (&da)[4][4]) {
+/* A warp's dSᵀ fragments (its 16 keys × 128 queries) into its warpgroup's swizzled (128 queries ×
+ * 64 keys) tile, transposed by stmatrix (fk_ds_store over 8 k-steps) */
+__device__ __forceinline__ void fbs_ds_store(bf16 *tile, const uint32_t (&da)[8][4]) {
     int l = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, i = l >> 3;
     uint32_t base = (uint32_t)__cvta_generic_to_shared(tile);
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) {
-        int q = (HF * 4 + kk) * 16 + (i >> 1) * 8 + (l & 7), c = 2 * w + (i & 1);
+    for (int kk = 0; kk < 8; kk++) {
+        int q = kk * 16 + (i >> 1) * 8 + (l & 7), c = 2 * w + (i & 1);
         stsm4t(base + q * 128 + ((c ^ (q & 7)) << 4), da[kk]);
     }
 }
-/* Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ of a warpgroup's keys (ka, va) against queries 64·HF.. (qb, ob: the
- * 128-row tiles, K-major), issued as one group */
-template <int HF>
-__device__ __forceinline__ void fbs_sdp(float (&st)[8][4], float (&dpt)[8][4], uint64_t ka, uint64_t va, const bf16 *sQ,
-                                        const bf16 *sO) {
-    uint64_t qb = wg_desc(sQ + HF * 64 * FA_D, 16, 1024), ob = wg_desc(sO + HF * 64 * FA_D, 16, 1024);
-    wg_m64n64k16_ss<0, 0>(st, ka, qb);
+/* d = A·B over 8 k-steps, A from registers, B N-major (a 128-row tile, 16 rows a step), issued */
+__device__ __forceinline__ void fbs_mma_rs(float (&d)[8][4], const uint32_t (&a)[8][4], const bf16 *tile) {
+    uint64_t b = wg_desc(tile, 8192, 1024);
+    wg_m64n64k16<1, 0>(d, a[0], b);
 #pragma unroll
-    for (int k = 1; k < 4; k++) wg_m64n64k16_ss<1, 0>(st, ka + 2 * k, qb + 2 * k);
-    wg_m64n64k16_ss<0, 0>(dpt, va, ob);
-#pragma unroll
-    for (int k = 1; k < 4; k++) wg_m64n64k16_ss<1, 0>(dpt, va + 2 * k, ob + 2 * k);
-    wg_commit();
-}
-/* d (+)= A·B over queries 64·HF.. (4 k-steps), A from registers, B N-major (a 128-row tile, 16
- * rows a step), issued */
-template <int HF>
-__device__ __forceinline__ void fbs_mma_rs(float (&d)[8][4], const uint32_t (&a)[4][4], const bf16 *tile) {
-    uint64_t b = wg_desc(tile, 8192, 1024) + 128 * 4 * HF;
-    wg_m64n64k16<1, HF>(d, a[0], b);
-#pragma unroll
-    for (int k = 1; k < 4; k++) wg_m64n64k16<1, 1>(d, a[k], b + 128 * k);
+    for (int k = 1; k < 8; k++) wg_m64n64k16<1, 1>(d, a[k], b + 128 * k);
 }
 #endif
 
@@ -140,34 +120,29 @@ __global__ void __launch_bounds__(256, 1)
         bf16 *sQ = (bf16 *)(bufs + (i & 1) * FBS_BUF), *sK = sQ + FBS_TILE, *sV = sK + FBS_TILE, *sO = sV + FBS_TILE;
         const float *sL = (const float *)(sO + FBS_TILE), *sD = sL + FBS_R;
         mbar_wait(full + (i & 1), (i >> 1) & 1);
-        /* the scores of the two 64-query halves as two groups: the first half's Pᵀ and dSᵀ are
-         * computed, and its dV and dK products issued, while the second half's run */
-        float st0[8][4], dp0[8][4], st1[8][4], dp1[8][4], dv[8][4], dk[8][4], dq[8][4];
-        uint32_t pa0[4][4], da0[4][4], pa1[4][4], da1[4][4];
-        uint64_t ka = wg_desc(sK + wg * 64 * FA_D, 16, 1024), va = wg_desc(sV + wg * 64 * FA_D, 16, 1024);
-        wg_fence();
-        fbs_sdp<0>(st0, dp0, ka, va, sQ, sO);
-        fbs_sdp<1>(st1, dp1, ka, va, sQ, sO);
-        wg_wait<1>();
-        wg_fence_f(st0), wg_fence_f(dp0);
-        fbs_pds(st0, dp0, sL, sD, sl2);
-        c_to_a(st0, pa0), c_to_a(dp0, da0);
-        fbs_ds_store<0>(sDS + wg * FBS_TILE, da0);
-        wg_fence_u(pa0), wg_fence_u(da0);
-        wg_fence();
-        fbs_mma_rs<0>(dv, pa0, sO);
-        fbs_mma_rs<0>(dk, da0, sQ);
-        wg_commit();
-        wg_wait<1>(); /* the second half's scores; the first half's dV, dK run on */
-        wg_fence_f(st1), wg_fence_f(dp1);
-        fbs_pds(st1, dp1, sL + 64, sD + 64, sl2);
-        c_to_a(st1, pa1), c_to_a(dp1, da1);
-        fbs_ds_store<1>(sDS + wg * FBS_TILE, da1);
+        float st[16][4], dpt[16][4];
+        {
+            uint64_t ka = wg_desc(sK + wg * 64 * FA_D, 16, 1024), va = wg_desc(sV + wg * 64 * FA_D, 16, 1024);
+            uint64_t qb = wg_desc(sQ, 16, 1024), ob = wg_desc(sO, 16, 1024);
+            wg_fence();
+#pragma unroll
+            for (int k = 0; k < 4; k++) wg_m64n128k16_ss(st, ka + 2 * k, qb + 2 * k, k);
+#pragma unroll
+            for (int k = 0; k < 4; k++) wg_m64n128k16_ss(dpt, va + 2 * k, ob + 2 * k, k);
+            wg_commit();
+            wg_wait<0>();
+            wg_fence_f(st), wg_fence_f(dpt);
+        }
+        fbs_pds(st, dpt, sL, sD, sl2);
+        uint32_t pa[8][4], da[8][4];
+        c_to_a(st, pa), c_to_a(dpt, da);
+        fbs_ds_store(sDS + wg * FBS_TILE, da);
         fence_async_smem(); /* dSᵀ, written by stmatrix, read next by the tensor cores */
-        wg_fence_u(pa1), wg_fence_u(da1);
+        float dv[8][4], dk[8][4], dq[8][4];
+        wg_fence_u(pa), wg_fence_u(da);
         wg_fence();
-        fbs_mma_rs<1>(dv, pa1, sO);
-        fbs_mma_rs<1>(dk, da1, sQ);
+        fbs_mma_rs(dv, pa, sO);
+        fbs_mma_rs(dk, da, sQ);
         wg_commit();
         __syncthreads(); /* both warpgroups' dSᵀ halves */
         wg_fence();
@@ -183,7 +158,7 @@ __global__ void __launch_bounds__(256, 1)
             wg_commit();
         }
         wg_wait<0>();
-        wg_fence_f(dv), wg_fence_f(dk), wg_fence_f(dq), wg_fence_u(pa0), wg_fence_u(da0), wg_fence_u(pa1), wg_fence_u(da1);
+        wg_fence_f(dv), wg_fence_f(dk), wg_fence_f(dq), wg_fence_u(pa), wg_fence_u(da);
         if (tab && i == 0) mbar_wait(tbar, 0);
         int r0 = wg * 64 + w * 16; /* the warp's keys (dK, dV) and queries (dQ) */
         if (r0 < T) {

@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(GT_THREADS, 1)
 #pragma unroll
             for (int k = 0; k < 4; k++) wg_m64n256k16_ss(d, da + 2 * k, db + 2 * k, kc | k);
         },
-        [&] { wg_sums_bf16<GT_BOX>(d, epi, wg, lane, warp); },
+        [&](int) { wg_sums_bf16<GT_BOX>(d, epi, wg, lane, warp); },
         ring, full, empty, efree, sready, blockIdx.x, gridDim.x, tiles, KC, wg, lane);
 #endif
 }

@@ -317,11 +317,12 @@ __device__ __forceinline__ void wg_ring_tile(F mma, unsigned char *ring, uint64_
     if (lane == 0) mbar_arrive(empty + prev);
 }
 /* A consumer warpgroup's tiles of a persistent block (first, first + step, ... below tiles):
- * each tile's products into d by wg_ring_tile (mma), then, once the storers have read the last
- * tile's outputs out of the epilogue's buffer (efree), out() leaves this one's sums there, and
- * sready counts the consumer threads done with it, each having fenced its stores for the async
- * proxy (the storers may send the sums out by TMA as they are: gate_up.cu's gu). */
-template <int NS, int STAGE, int A_BYTES, int R, typename M, typename O>
+ * each tile's products into d by wg_ring_tile (mma), then, once the storers have read the
+ * outputs of the tile NB before out of the epilogue's buffer it % NB (efree[it % NB]), out(it %
+ * NB) leaves this one's sums there, and sready[it % NB] counts the consumer threads done with
+ * it, each having fenced its stores for the async proxy (the storers may send the sums out by
+ * TMA as they are: gate_up.cu's gu). */
+template <int NS, int STAGE, int A_BYTES, int NB = 1, int R, typename M, typename O>
 __device__ __forceinline__ void wg_consume(float (&d)[R][4], M mma, O out, unsigned char *ring, uint64_t *full,
                                            uint64_t *empty, uint64_t *efree, uint64_t *sready, int first, int step,
                                            int tiles, int KC, int wg, int lane) {
@@ -329,10 +330,11 @@ __device__ __forceinline__ void wg_consume(float (&d)[R][4], M mma, O out, unsig
     for (int t = first; t < tiles; t += step, it++) {
         wg_ring_tile<NS, STAGE, A_BYTES>(mma, ring, full, empty, KC, wg, lane, slot, phase);
         wg_fence_f(d);
-        mbar_wait(efree, (it & 1) ^ 1);
-        out();
+        int b = it % NB;
+        mbar_wait(efree + b, ((it / NB) & 1) ^ 1);
+        out(b);
         fence_async_smem(); /* the sums' generic stores, which TMA stores may read next */
-        mbar_arrive(sready);
+        mbar_arrive(sready + b);
     }
 }
 /* The consumers' sums of warpgroup wg's 64 rows rounded to bf16 into an epilogue buffer of
