@@ -1107,15 +1107,16 @@ int k_flash_fwd_rope(cudaStream_t st, int wgmma, void *tma_encode, void *out, fl
     dim3 grid = wg_grid(T, FW_WG, H, B);
     float sl2 = LOG2E / sqrtf((float)FA_D);
 #if defined(TRM_CUDA_SM90A)
-    CUtensorMap tmq, tmc, tms;
-    if (tma_encode && aligned16(cs) && aligned16(sn) && fs_maps(tma_encode, &tmq, &tmc, &tms, qkv, cs, sn, B, T, H)) {
+    CUtensorMap tmq, tmc, tms, tmo;
+    if (tma_encode && aligned16(cs) && aligned16(sn) && fs_maps(tma_encode, &tmq, &tmc, &tms, qkv, cs, sn, B, T, H) &&
+        head_map(tma_encode, &tmo, out, H * FA_D, B, T, FS_ROWS)) {
         size_t smem = FS_SMEM((T + 7) & ~7);
         int heads = B * H, blocks = 2 * device_sms(1); /* persistent: two an SM */
         if (blocks > heads) blocks = heads;
         if (keep)
-            flash_fwd_short_kernel<1><<<blocks, 256, smem, st>>>(tmq, tmc, tms, (bf16 *)out, lse, (bf16 *)qkv, B, T, H, sl2);
+            flash_fwd_short_kernel<1><<<blocks, 256, smem, st>>>(tmq, tmc, tms, tmo, lse, (bf16 *)qkv, B, T, H, sl2);
         else
-            flash_fwd_short_kernel<0><<<blocks, 256, smem, st>>>(tmq, tmc, tms, (bf16 *)out, lse, (bf16 *)qkv, B, T, H, sl2);
+            flash_fwd_short_kernel<0><<<blocks, 256, smem, st>>>(tmq, tmc, tms, tmo, lse, (bf16 *)qkv, B, T, H, sl2);
         return 1;
     }
 #else

@@ -8,7 +8,10 @@
  * Here a block stays on its SM and walks heads b·H + h = blockIdx.x, + gridDim.x, ...; while it
  * works on one head, the next one's q, k, v and dO tiles (128 rows, 128-byte swizzle, rows past T
  * read as zeros) arrive by TMA into the other of two buffers, and its lse and rowsum by cp.async
- * on the same mbarrier. RoPE's tables come once a block (when they fit beside the buffers).
+ * on the same mbarrier. RoPE's tables come once a block (when they fit beside the buffers), rows
+ * padded. The outputs go out through the head's q, k and v tiles by TMA stores: by 4-byte stores
+ * from registers (and with the tables' rows on the same banks) they cost the kernel 176 of its
+ * 305 µs a sudoku_att call (H200; the kernel without them).
  *
  * Each warpgroup owns 64 keys and takes all 128 queries at once:
  *   Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (m64n128, waited for), Pᵀ and dSᵀ = Pᵀ∘(dPᵀ − D) in fp32;
@@ -27,7 +30,7 @@
 #define FBS_BUF (4 * FBS_TILE * 2 + 2 * FBS_R * 4)        /* a head's q, k, v, dO, lse, rowsum */
 #define FBS_MAX (227 * 1024)                              /* a block's shared memory limit */
 /* two head buffers, dSᵀ (two key halves), the tables' T rows (0: read from L2), barriers, slack */
-#define FBS_SMEM(TT) ((size_t)2 * FBS_BUF + 2 * FBS_TILE * 2 + (size_t)2 * (TT) * FA_D * 4 + 32 + 1024)
+#define FBS_SMEM(TT) ((size_t)2 * FBS_BUF + 2 * FBS_TILE * 2 + (size_t)2 * (TT) * FS_TS * 4 + 32 + 1024)
 
 #if defined(TRM_WGMMA)
 /* Head hd's operands into buffer buf (lse and rowsum after the four tiles), counted on bar: the
@@ -84,39 +87,65 @@ __device__ __forceinline__ void fbs_mma_rs(float (&d)[8][4], const uint32_t (&a)
 #pragma unroll
     for (int k = 1; k < 8; k++) wg_m64n64k16<1, 1>(d, a[k], b + 128 * k);
 }
+/* A warp's 16 rows (from r0) × 64 of C fragments, scaled by s and rounded to bf16 pairs (row g
+ * and g + 8 of column pair j), with RoPE's transpose rotation where cs is set (fa_store_rope's
+ * steps; rows past T read the tables' last row: the store drops them) */
+__device__ __forceinline__ void fbs_pack(uint32_t (&o)[8][2], const float (&acc)[8][4], float s, int r0, int T,
+                                         const float *cs, const float *sn, int ts, bool sh) {
+    int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++) {
+        if (!cs) {
+#pragma unroll
+            for (int j = 0; j < 8; j++) o[j][hf] = pack_bf16(acc[j][2 * hf] * s, acc[j][2 * hf + 1] * s);
+            continue;
+        }
+        int r = min(r0 + g + 8 * hf, T - 1);
+        const float *c = cs + (size_t)r * ts, *n = sn + (size_t)r * ts;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int k = j * 8 + 2 * t;
+            float a0 = acc[j][2 * hf] * s, a1 = acc[j][2 * hf + 1] * s;
+            float b0 = acc[j + 4][2 * hf] * s, b1 = acc[j + 4][2 * hf + 1] * s;
+            float2 c0 = tab_ld2(c + k, sh), c1 = tab_ld2(c + k + 32, sh);
+            float2 n0 = tab_ld2(n + k, sh), n1 = tab_ld2(n + k + 32, sh);
+            rope_pair(a0, b0, c0.x, c1.x, n0.x, n1.x, 1);
+            rope_pair(a1, b1, c0.y, c1.y, n0.y, n1.y, 1);
+            o[j][hf] = pack_bf16(a0, a1), o[j + 4][hf] = pack_bf16(b0, b1);
+        }
+    }
+}
 #endif
 
 #if defined(TRM_CUDA_SM90A)
 __global__ void __launch_bounds__(256, 1)
     flash_bwd_short_kernel(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmo,
-                           bf16 *dqkv, const float *lse, const float *dr, int B, int T, int H, float sl2, float scale,
+                           const __grid_constant__ CUtensorMap tmd, const float *lse, const float *dr, int B, int T, int H, float sl2, float scale,
                            const float *rcs, const float *rsn, int tab) {
 #if defined(TRM_WGMMA)
     extern __shared__ unsigned char fbs_raw[];
     unsigned char *bufs = smem_align1024(fbs_raw);
     bf16 *sDS = (bf16 *)(bufs + 2 * FBS_BUF);
     float *sT = (float *)(sDS + 2 * FBS_TILE);
-    uint64_t *full = (uint64_t *)(sT + (tab ? 2 * T * FA_D : 0)), *tbar = full + 2;
+    uint64_t *full = (uint64_t *)(sT + (tab ? 2 * T * FS_TS : 0));
     int wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3, heads = B * H;
-    size_t ld = (size_t)3 * H * FA_D;
-    const float *cs = tab ? sT : rcs, *sn = tab ? sT + T * FA_D : rsn;
+    const float *cs = tab ? sT : rcs, *sn = tab ? sT + T * FS_TS : rsn;
+    int ts = tab ? FS_TS : FA_D; /* the tables' row pitch, in shared memory or not */
     if (threadIdx.x == 0) {
-        mbar_init(full, 1 + 256), mbar_init(full + 1, 1 + 256), mbar_init(tbar, 1);
+        mbar_init(full, 1 + 256), mbar_init(full + 1, 1 + 256);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         fence_async_smem(); /* the barriers seen initialised by the TMA copies too */
-        if (tab) {
-            mbar_expect(tbar, 2 * T * FA_D * 4);
-            bulk_load(sT, rcs, T * FA_D * 4, tbar);
-            bulk_load(sT + T * FA_D, rsn, T * FA_D * 4, tbar);
-        }
+    }
+    for (int e = threadIdx.x; tab && e < 2 * T * FA_D / 4; e += blockDim.x) { /* the tables, rows padded */
+        int x = e / (T * FA_D / 4), r = e / (FA_D / 4) - x * T, c = e & (FA_D / 4 - 1);
+        float4 v = reinterpret_cast<const float4 *>(x ? rsn : rcs)[r * (FA_D / 4) + c];
+        *reinterpret_cast<float4 *>(sT + (x * T + r) * FS_TS + 4 * c) = v;
     }
     __syncthreads();
     if ((int)blockIdx.x < heads) fbs_fetch(&tmq, &tmo, bufs, full, lse, dr, blockIdx.x, T, H);
     int i = 0;
     for (int hd = blockIdx.x; hd < heads; hd += gridDim.x, i++) {
         int nb = (i + 1) & 1, b = hd / H, h = hd - b * H;
-        if (hd + (int)gridDim.x < heads) /* the next head into the other buffer, done with at the last barrier */
-            fbs_fetch(&tmq, &tmo, bufs + nb * FBS_BUF, full + nb, lse, dr, hd + gridDim.x, T, H);
         bf16 *sQ = (bf16 *)(bufs + (i & 1) * FBS_BUF), *sK = sQ + FBS_TILE, *sV = sK + FBS_TILE, *sO = sV + FBS_TILE;
         const float *sL = (const float *)(sO + FBS_TILE), *sD = sL + FBS_R;
         mbar_wait(full + (i & 1), (i >> 1) & 1);
@@ -130,6 +159,11 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
             for (int k = 0; k < 4; k++) wg_m64n128k16_ss(dpt, va + 2 * k, ob + 2 * k, k);
             wg_commit();
+            /* the next head into the other buffer, once the TMA stores of the last one's outputs
+             * from there have read it (issued a head ago) */
+            if (threadIdx.x == 0) tma_wait_read();
+            if (hd + (int)gridDim.x < heads)
+                fbs_fetch(&tmq, &tmo, bufs + nb * FBS_BUF, full + nb, lse, dr, hd + gridDim.x, T, H);
             wg_wait<0>();
             wg_fence_f(st), wg_fence_f(dpt);
         }
@@ -159,21 +193,28 @@ __global__ void __launch_bounds__(256, 1)
         }
         wg_wait<0>();
         wg_fence_f(dv), wg_fence_f(dk), wg_fence_f(dq), wg_fence_u(pa), wg_fence_u(da);
-        if (tab && i == 0) mbar_wait(tbar, 0);
+        /* the outputs through this head's q, k and v tiles (every product of both warpgroups
+         * done with them) and out by TMA (rows past T dropped); the copies' reads are waited for
+         * before the buffer takes the head after next */
+        __syncthreads();
         int r0 = wg * 64 + w * 16; /* the warp's keys (dK, dV) and queries (dQ) */
-        if (r0 < T) {
-            bf16 *o = dqkv + (size_t)b * T * ld;
-            fa_store(o + (2 * H + h) * FA_D, ld, r0, T, dv, 1.f, 1.f);
-            if (rcs) {
-                fa_store_rope(o + (H + h) * FA_D, ld, r0, T, dk, scale, cs, sn, tab);
-                fa_store_rope(o + h * FA_D, ld, r0, T, dq, scale, cs, sn, tab);
-            } else {
-                fa_store(o + (H + h) * FA_D, ld, r0, T, dk, scale, scale);
-                fa_store(o + h * FA_D, ld, r0, T, dq, scale, scale);
-            }
+        uint32_t ov[8][2];
+        fbs_pack(ov, dv, 1.f, r0, T, nullptr, nullptr, 0, false);
+        fs_stage(sV, ov, r0);
+        fbs_pack(ov, dk, scale, r0, T, rcs ? cs : nullptr, sn, ts, tab);
+        fs_stage(sK, ov, r0);
+        fbs_pack(ov, dq, scale, r0, T, rcs ? cs : nullptr, sn, ts, tab);
+        fs_stage(sQ, ov, r0);
+        fence_async_smem();
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            tma_store_3d(&tmd, sQ, h * FA_D, 0, b);
+            tma_store_3d(&tmd, sK, (H + h) * FA_D, 0, b);
+            tma_store_3d(&tmd, sV, (2 * H + h) * FA_D, 0, b);
+            tma_commit();
         }
-        __syncthreads(); /* this head's buffer and dSᵀ free for the head after next */
     }
+    if (threadIdx.x == 0) tma_wait();
 #else
     __trap();
 #endif
@@ -182,14 +223,14 @@ __global__ void __launch_bounds__(256, 1)
 /* The short backward, where it runs (T ≤ 128, the TMA encoder, 16-byte aligned operands): 1 */
 static int fbs_launch(cudaStream_t st, void *encode, bf16 *dqkv, const bf16 *qkv, const bf16 *dout, const float *lse,
                       const float *dr, int B, int T, int H, float scale, const float *rcs, const float *rsn) {
-    CUtensorMap tmq, tmo;
+    CUtensorMap tmq, tmo, tmd;
     if (!encode || T > FBS_R || !head_map(encode, &tmq, qkv, 3 * H * FA_D, B, T, FBS_R) ||
-        !head_map(encode, &tmo, dout, H * FA_D, B, T, FBS_R))
+        !head_map(encode, &tmo, dout, H * FA_D, B, T, FBS_R) || !head_map(encode, &tmd, dqkv, 3 * H * FA_D, B, T, FBS_R))
         return 0;
     int tab = rcs && aligned16(rcs) && aligned16(rsn) && FBS_SMEM(T) <= FBS_MAX;
     int heads = B * H, blocks = device_sms(1);
     if (blocks > heads) blocks = heads;
-    flash_bwd_short_kernel<<<blocks, 256, FBS_SMEM(tab ? T : 0), st>>>(tmq, tmo, dqkv, lse, dr, B, T, H,
+    flash_bwd_short_kernel<<<blocks, 256, FBS_SMEM(tab ? T : 0), st>>>(tmq, tmo, tmd, lse, dr, B, T, H,
                                                                       scale * LOG2E, scale, rcs, rsn, tab);
     return 1;
 }

@@ -15,14 +15,48 @@
  * T = 97, two blocks an SM (from T = 121, 113 KiB: one). */
 #define FS_ROWS 128
 #define FS_TILE (FS_ROWS * FA_D) /* bf16 of a 128-row swizzled tile */
+/* floats a row of RoPE's tables in shared memory: rows 272 bytes apart put the rows that a
+ * warp's threads read at once on different banks (256 bytes apart, 8 rows met on the same 8) */
+#define FS_TS 68
 /* the tiles, the tables' T rows (rounded to 8), three barriers, the alignment slack */
-#define FS_SMEM(TR) ((size_t)3 * FS_TILE * 2 + (size_t)2 * (TR) * FA_D * 4 + 24 + 1024)
+#define FS_SMEM(TR) ((size_t)3 * FS_TILE * 2 + (size_t)2 * (TR) * FS_TS * 4 + 24 + 1024)
 
 #if defined(TRM_WGMMA)
 /* 8 fp32 values from shared memory */
 __device__ __forceinline__ void lds_f8(float *f, const float *p) {
     float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
     f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+}
+/* A warp's 16 rows (from r0) × 64 as packed bf16 pairs (o[j][hf]: row g + 8·hf, columns 8j +
+ * 2t and the next) into a 128-row swizzled tile, the layout the TMA stores read, by stmatrix */
+__device__ __forceinline__ void fs_stage(bf16 *tile, const uint32_t (&o)[8][2], int r0) {
+    int l = threadIdx.x & 31, m = l >> 3, row = r0 + (m & 1) * 8 + (l & 7);
+    uint32_t base = (uint32_t)__cvta_generic_to_shared(tile) + row * 128;
+#pragma unroll
+    for (int j = 0; j < 8; j += 2) {
+        const uint32_t r[4] = {o[j][0], o[j][1], o[j + 1][0], o[j + 1][1]};
+        stsm4(base + (((j + (m >> 1)) ^ (row & 7)) << 4), r);
+    }
+}
+/* fw_finish with the output staged: a warp's 16 rows of o scaled by their row sums into tile
+ * (rows past T too: the store drops them), each row's log-sum-exp to memory */
+__device__ __forceinline__ void fs_finish(bf16 *tile, float *lse, float (&o)[8][4], const float (&ml)[4], int b, int h,
+                                          int T, int H, int r0, int g, int t, float sl2) {
+    float l0 = ml[2], l1 = ml[3];
+    for (int x = 1; x < 4; x <<= 1) {
+        l0 += __shfl_xor_sync(0xffffffffu, l0, x);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, x);
+    }
+    float s0 = 1.f / l0, s1 = 1.f / l1;
+    uint32_t p[8][2];
+#pragma unroll
+    for (int j = 0; j < 8; j++) p[j][0] = pack_bf16(o[j][0] * s0, o[j][1] * s0), p[j][1] = pack_bf16(o[j][2] * s1, o[j][3] * s1);
+    fs_stage(tile, p, r0);
+    if (t == 0) {
+        float *L = lse + ((size_t)b * H + h) * T;
+        if (r0 + g < T) L[r0 + g] = (ml[0] * sl2 + log2f(l0)) / LOG2E;
+        if (r0 + g + 8 < T) L[r0 + g + 8] = (ml[1] * sl2 + log2f(l1)) / LOG2E;
+    }
 }
 /* A fragments (4 k-steps) of rows row0..row0+15 of a 128-byte-swizzled tile */
 __device__ __forceinline__ void fs_afrag(uint32_t a[4][4], const bf16 *tile, int row0) {
@@ -33,12 +67,14 @@ __device__ __forceinline__ void fs_afrag(uint32_t a[4][4], const bf16 *tile, int
 #endif
 
 #if defined(TRM_WGMMA)
-/* head hd's q and k (on bar[0]) and v (on bar[1]) into the three tiles from sQ, by TMA */
+/* head hd's q and k (on bar[0]) and v (on bar[1]) into the three tiles from sQ, by TMA; v once
+ * the store of the last head's output from its tile has read it */
 __device__ __forceinline__ void fs_fetch(const CUtensorMap *tmq, bf16 *sQ, uint64_t *bar, int hd, int H) {
     int b = hd / H, h = hd - b * H;
     mbar_expect(bar, 2 * FS_TILE * 2);
     tma_load_3d_nb(sQ, tmq, h * FA_D, 0, b, bar);
     tma_load_3d_nb(sQ + FS_TILE, tmq, (H + h) * FA_D, 0, b, bar);
+    tma_wait_read();
     mbar_expect(bar + 1, FS_TILE * 2);
     tma_load_3d_nb(sQ + 2 * FS_TILE, tmq, (2 * H + h) * FA_D, 0, b, bar + 1);
 }
@@ -48,14 +84,14 @@ __device__ __forceinline__ void fs_fetch(const CUtensorMap *tmq, bf16 *sQ, uint6
 template <int KEEP>
 __global__ void __launch_bounds__(256, 2)
     flash_fwd_short_kernel(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmc,
-                           const __grid_constant__ CUtensorMap tms, bf16 *out, float *lse, bf16 *q16, int B, int T,
-                           int H, float sl2) {
+                           const __grid_constant__ CUtensorMap tms, const __grid_constant__ CUtensorMap tmo, float *lse,
+                           bf16 *q16, int B, int T, int H, float sl2) {
 #if defined(TRM_WGMMA)
     extern __shared__ unsigned char fs_raw[];
     bf16 *sQ = (bf16 *)smem_align1024(fs_raw), *sK = sQ + FS_TILE, *sV = sK + FS_TILE;
     int TR = (T + 7) & ~7, heads = B * H;
-    float *sC = (float *)(sV + FS_TILE), *sS = sC + TR * FA_D;
-    uint64_t *bar = (uint64_t *)(sS + TR * FA_D); /* q and k; v; the tables */
+    float *sC = (float *)(sV + FS_TILE), *sS = sC + TR * FS_TS;
+    uint64_t *bar = (uint64_t *)(sS + TR * FS_TS); /* q and k; v; the tables */
     int wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3;
     int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3, qw = wg * 64, n = (T + FA_T - 1) / FA_T;
     size_t ld = (size_t)3 * H * FA_D;
@@ -63,7 +99,7 @@ __global__ void __launch_bounds__(256, 2)
         for (int k = 0; k < 3; k++) mbar_init(bar + k, 1);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         fence_async_smem(); /* the barriers seen initialised by the TMA copies too */
-        mbar_expect(bar + 2, 2 * TR * FA_D * 4);
+        mbar_expect(bar + 2, 2 * TR * FS_TS * 4);
         tma_load_2d_nb(sC, &tmc, 0, 0, bar + 2);
         tma_load_2d_nb(sS, &tms, 0, 0, bar + 2);
         if ((int)blockIdx.x < heads) fs_fetch(&tmq, sQ, bar, blockIdx.x, H);
@@ -79,8 +115,8 @@ __global__ void __launch_bounds__(256, 2)
         for (int e = threadIdx.x; e < T * 4; e += 256) {
             int p = e >> 2, j = e & 3, x = p & 7;
             float c[8], ch[8], s[8], sh[8];
-            lds_f8(c, sC + p * FA_D + 8 * j), lds_f8(ch, sC + p * FA_D + 8 * j + 32);
-            lds_f8(s, sS + p * FA_D + 8 * j), lds_f8(sh, sS + p * FA_D + 8 * j + 32);
+            lds_f8(c, sC + p * FS_TS + 8 * j), lds_f8(ch, sC + p * FS_TS + 8 * j + 32);
+            lds_f8(s, sS + p * FS_TS + 8 * j), lds_f8(sh, sS + p * FS_TS + 8 * j + 32);
             bf16 *q = sQ + p * FA_D, *k = sK + p * FA_D;
             fw_rope8(q + ((j ^ x) << 3), q + (((j + 4) ^ x) << 3), 8 * j, c, ch, s, sh, KEEP ? Q + p * ld : nullptr);
             fw_rope8(k + ((j ^ x) << 3), k + (((j + 4) ^ x) << 3), 8 * j, c, ch, s, sh, KEEP ? K + p * ld : nullptr);
@@ -97,13 +133,17 @@ __global__ void __launch_bounds__(256, 2)
         mbar_wait(bar + 1, i & 1);
         if (n > 1) fw_next(o, s, ml, c, p, qa, sK + FW_TILE, sV, FA_T, T, sl2);
         fw_last(o, p, sV + (n - 1) * FW_TILE);
-        __syncthreads(); /* every warp done with the head's q, k and v: the next one's copies start */
-        if (threadIdx.x == 0 && hd + (int)gridDim.x < heads) {
-            fence_async_smem(); /* after q's reads by ldmatrix */
-            fs_fetch(&tmq, sQ, bar, hd + gridDim.x, H);
+        __syncthreads(); /* every warp done with the head's q, k and v */
+        fs_finish(sV, lse, o, ml, b, h, T, H, qw + w * 16, g, t, sl2); /* the output through v's tile */
+        fence_async_smem();
+        __syncthreads();
+        if (threadIdx.x == 0) { /* the output out, the next head's copies in */
+            tma_store_3d(&tmo, sV, h * FA_D, 0, b);
+            tma_commit();
+            if (hd + (int)gridDim.x < heads) fs_fetch(&tmq, sQ, bar, hd + gridDim.x, H);
         }
-        fw_finish(out, lse, o, ml, b, h, T, H, qw + w * 16, g, t, sl2);
     }
+    if (threadIdx.x == 0) tma_wait();
 #else
     __trap();
 #endif
@@ -124,12 +164,13 @@ static int qkv_head_map(void *encode, CUtensorMap *tm, const void *qkv, int B, i
     return head_map(encode, tm, qkv, 3 * H * FA_D, B, T, R);
 }
 /* The short forward's operands as tensor maps: qkv in 128-row boxes, and the (T × 64) fp32
- * tables whole (T rounded up to 8 rows) */
+ * tables whole (T rounded up to 8 rows), rows FS_TS floats apart in shared memory (the columns
+ * past 64 read as zeros) */
 static int fs_maps(void *encode, CUtensorMap *tmq, CUtensorMap *tmc, CUtensorMap *tms, const void *qkv,
                    const float *cs, const float *sn, int B, int T, int H) {
     if (!qkv_head_map(encode, tmq, qkv, B, T, H, FS_ROWS)) return 0;
     cuuint64_t tdim[2] = {FA_D, (cuuint64_t)T}, tstride[1] = {FA_D * 4};
-    cuuint32_t tbox[2] = {FA_D, (cuuint32_t)((T + 7) & ~7)};
+    cuuint32_t tbox[2] = {FS_TS, (cuuint32_t)((T + 7) & ~7)};
     return tma_map(tmc, encode, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, CU_TENSOR_MAP_SWIZZLE_NONE, cs, 2, tdim, tstride, tbox) &&
            tma_map(tms, encode, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, CU_TENSOR_MAP_SWIZZLE_NONE, sn, 2, tdim, tstride, tbox);
 }

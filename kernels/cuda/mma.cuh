@@ -421,6 +421,13 @@ __device__ __forceinline__ void stsm4t(uint32_t addr, const uint32_t r[4]) {
                  "r"(r[1]), "r"(r[2]), "r"(r[3])
                  : "memory");
 }
+/* four 8 × 8 bf16 matrices (register r[i] of each thread: its two elements of matrix i, as in a
+ * C fragment's packed row) stored as they are: lane 8i + p gives the address of row p of matrix i */
+__device__ __forceinline__ void stsm4(uint32_t addr, const uint32_t r[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+                 "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
 /* four consecutive floats added to global memory in one reduction (sm_90; the vector form needs
  * PTX ISA 8.1, CUDA 12.1: older compilers add them one by one) */
 __device__ __forceinline__ void red_add_v4(float *p, float4 v) {
