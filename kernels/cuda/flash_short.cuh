@@ -67,13 +67,16 @@ __device__ __forceinline__ void fs_afrag(uint32_t a[4][4], const bf16 *tile, int
 #endif
 
 #if defined(TRM_WGMMA)
-/* head hd's q and k (on bar[0]) and v (on bar[1]) into the three tiles from sQ, by TMA; v once
- * the store of the last head's output from its tile has read it */
-__device__ __forceinline__ void fs_fetch(const CUtensorMap *tmq, bf16 *sQ, uint64_t *bar, int hd, int H) {
+/* head hd's q and k (on bar[0]) or v (on bar[1], once the store of the last head's output
+ * from its tile has read it) into their tiles from sQ, by TMA */
+__device__ __forceinline__ void fs_fetch_qk(const CUtensorMap *tmq, bf16 *sQ, uint64_t *bar, int hd, int H) {
     int b = hd / H, h = hd - b * H;
     mbar_expect(bar, 2 * FS_TILE * 2);
     tma_load_3d_nb(sQ, tmq, h * FA_D, 0, b, bar);
     tma_load_3d_nb(sQ + FS_TILE, tmq, (H + h) * FA_D, 0, b, bar);
+}
+__device__ __forceinline__ void fs_fetch_v(const CUtensorMap *tmq, bf16 *sQ, uint64_t *bar, int hd, int H) {
+    int b = hd / H, h = hd - b * H;
     tma_wait_read();
     mbar_expect(bar + 1, FS_TILE * 2);
     tma_load_3d_nb(sQ + 2 * FS_TILE, tmq, (2 * H + h) * FA_D, 0, b, bar + 1);
@@ -102,7 +105,7 @@ __global__ void __launch_bounds__(256, 2)
         mbar_expect(bar + 2, 2 * TR * FS_TS * 4);
         tma_load_2d_nb(sC, &tmc, 0, 0, bar + 2);
         tma_load_2d_nb(sS, &tms, 0, 0, bar + 2);
-        if ((int)blockIdx.x < heads) fs_fetch(&tmq, sQ, bar, blockIdx.x, H);
+        if ((int)blockIdx.x < heads) fs_fetch_qk(&tmq, sQ, bar, blockIdx.x, H), fs_fetch_v(&tmq, sQ, bar, blockIdx.x, H);
     }
     __syncthreads(); /* the barriers initialised */
     mbar_wait(bar + 2, 0);
@@ -132,15 +135,21 @@ __global__ void __launch_bounds__(256, 2)
         fw_first(s, ml, c, p, qa, sK, T, sl2);
         mbar_wait(bar + 1, i & 1);
         if (n > 1) fw_next(o, s, ml, c, p, qa, sK + FW_TILE, sV, FA_T, T, sl2);
+        __syncthreads(); /* every warp done with the head's q and k: the next head's come */
+        bool more = hd + (int)gridDim.x < heads;
+        if (threadIdx.x == 0 && more) {
+            fence_async_smem(); /* after q's reads by ldmatrix */
+            fs_fetch_qk(&tmq, sQ, bar, hd + gridDim.x, H);
+        }
         fw_last(o, p, sV + (n - 1) * FW_TILE);
-        __syncthreads(); /* every warp done with the head's q, k and v */
+        __syncthreads(); /* every warp done with v */
         fs_finish(sV, lse, o, ml, b, h, T, H, qw + w * 16, g, t, sl2); /* the output through v's tile */
         fence_async_smem();
         __syncthreads();
-        if (threadIdx.x == 0) { /* the output out, the next head's copies in */
+        if (threadIdx.x == 0) { /* the output out, then the next head's v in */
             tma_store_3d(&tmo, sV, h * FA_D, 0, b);
             tma_commit();
-            if (hd + (int)gridDim.x < heads) fs_fetch(&tmq, sQ, bar, hd + gridDim.x, H);
+            if (more) fs_fetch_v(&tmq, sQ, bar, hd + gridDim.x, H);
         }
     }
     if (threadIdx.x == 0) tma_wait();
