@@ -87,17 +87,21 @@ __device__ __forceinline__ void fbs_mma_rs(float (&d)[8][4], const uint32_t (&a)
 #pragma unroll
     for (int k = 1; k < 8; k++) wg_m64n64k16<1, 1>(d, a[k], b + 128 * k);
 }
-/* A warp's 16 rows (from r0) × 64 of C fragments, scaled by s and rounded to bf16 pairs (row g
- * and g + 8 of column pair j), with RoPE's transpose rotation where cs is set (fa_store_rope's
- * steps; rows past T read the tables' last row: the store drops them) */
-__device__ __forceinline__ void fbs_pack(uint32_t (&o)[8][2], const float (&acc)[8][4], float s, int r0, int T,
-                                         const float *cs, const float *sn, int ts, bool sh) {
+/* A warp's 16 rows (from r0) × 64 of C fragments of dK and of dQ (the same positions), scaled
+ * by s and rounded to bf16 pairs (row g and g + 8 of column pair j), with RoPE's transpose
+ * rotation where cs is set (fa_store_rope's steps; a table row read once for both; rows past T
+ * read the tables' last row: the store drops them) */
+__device__ __forceinline__ void fbs_pack(uint32_t (&ok)[8][2], uint32_t (&oq)[8][2], const float (&dk)[8][4],
+                                         const float (&dq)[8][4], float s, int r0, int T, const float *cs,
+                                         const float *sn, int ts, bool sh) {
     int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
 #pragma unroll
     for (int hf = 0; hf < 2; hf++) {
         if (!cs) {
 #pragma unroll
-            for (int j = 0; j < 8; j++) o[j][hf] = pack_bf16(acc[j][2 * hf] * s, acc[j][2 * hf + 1] * s);
+            for (int j = 0; j < 8; j++)
+                ok[j][hf] = pack_bf16(dk[j][2 * hf] * s, dk[j][2 * hf + 1] * s),
+                oq[j][hf] = pack_bf16(dq[j][2 * hf] * s, dq[j][2 * hf + 1] * s);
             continue;
         }
         int r = min(r0 + g + 8 * hf, T - 1);
@@ -105,13 +109,18 @@ __device__ __forceinline__ void fbs_pack(uint32_t (&o)[8][2], const float (&acc)
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             int k = j * 8 + 2 * t;
-            float a0 = acc[j][2 * hf] * s, a1 = acc[j][2 * hf + 1] * s;
-            float b0 = acc[j + 4][2 * hf] * s, b1 = acc[j + 4][2 * hf + 1] * s;
             float2 c0 = tab_ld2(c + k, sh), c1 = tab_ld2(c + k + 32, sh);
             float2 n0 = tab_ld2(n + k, sh), n1 = tab_ld2(n + k + 32, sh);
-            rope_pair(a0, b0, c0.x, c1.x, n0.x, n1.x, 1);
-            rope_pair(a1, b1, c0.y, c1.y, n0.y, n1.y, 1);
-            o[j][hf] = pack_bf16(a0, a1), o[j + 4][hf] = pack_bf16(b0, b1);
+#pragma unroll
+            for (int x = 0; x < 2; x++) {
+                const float(&acc)[8][4] = x ? dq : dk;
+                float a0 = acc[j][2 * hf] * s, a1 = acc[j][2 * hf + 1] * s;
+                float b0 = acc[j + 4][2 * hf] * s, b1 = acc[j + 4][2 * hf + 1] * s;
+                rope_pair(a0, b0, c0.x, c1.x, n0.x, n1.x, 1);
+                rope_pair(a1, b1, c0.y, c1.y, n0.y, n1.y, 1);
+                uint32_t(&o)[8][2] = x ? oq : ok;
+                o[j][hf] = pack_bf16(a0, a1), o[j + 4][hf] = pack_bf16(b0, b1);
+            }
         }
     }
 }
@@ -159,11 +168,6 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
             for (int k = 0; k < 4; k++) wg_m64n128k16_ss(dpt, va + 2 * k, ob + 2 * k, k);
             wg_commit();
-            /* the next head into the other buffer, once the TMA stores of the last one's outputs
-             * from there have read it (issued a head ago) */
-            if (threadIdx.x == 0) tma_wait_read();
-            if (hd + (int)gridDim.x < heads)
-                fbs_fetch(&tmq, &tmo, bufs + nb * FBS_BUF, full + nb, lse, dr, hd + gridDim.x, T, H);
             wg_wait<0>();
             wg_fence_f(st), wg_fence_f(dpt);
         }
@@ -179,6 +183,12 @@ __global__ void __launch_bounds__(256, 1)
         fbs_mma_rs(dk, da, sQ);
         wg_commit();
         __syncthreads(); /* both warpgroups' dSᵀ halves */
+        /* the next head into the other buffer, once the TMA stores of the last one's outputs from
+         * there have read it (waited for at the head's start, the wait held up the first
+         * warpgroup's products) */
+        if (threadIdx.x == 0) tma_wait_read();
+        if (hd + (int)gridDim.x < heads)
+            fbs_fetch(&tmq, &tmo, bufs + nb * FBS_BUF, full + nb, lse, dr, hd + gridDim.x, T, H);
         wg_fence();
         {
             uint64_t kb = wg_desc(opaque(sK), 8192, 1024);
@@ -198,13 +208,18 @@ __global__ void __launch_bounds__(256, 1)
          * before the buffer takes the head after next */
         __syncthreads();
         int r0 = wg * 64 + w * 16; /* the warp's keys (dK, dV) and queries (dQ) */
-        uint32_t ov[8][2];
-        fbs_pack(ov, dv, 1.f, r0, T, nullptr, nullptr, 0, false);
-        fs_stage(sV, ov, r0);
-        fbs_pack(ov, dk, scale, r0, T, rcs ? cs : nullptr, sn, ts, tab);
-        fs_stage(sK, ov, r0);
-        fbs_pack(ov, dq, scale, r0, T, rcs ? cs : nullptr, sn, ts, tab);
-        fs_stage(sQ, ov, r0);
+        {
+            uint32_t ov[8][2];
+#pragma unroll
+            for (int j = 0; j < 8; j++) ov[j][0] = pack_bf16(dv[j][0], dv[j][1]), ov[j][1] = pack_bf16(dv[j][2], dv[j][3]);
+            fs_stage(sV, ov, r0);
+        }
+        {
+            uint32_t ok[8][2], oq[8][2];
+            fbs_pack(ok, oq, dk, dq, scale, r0, T, rcs ? cs : nullptr, sn, ts, tab);
+            fs_stage(sK, ok, r0);
+            fs_stage(sQ, oq, r0);
+        }
         fence_async_smem();
         __syncthreads();
         if (threadIdx.x == 0) {
