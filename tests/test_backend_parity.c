@@ -1009,10 +1009,14 @@ END_TEST
 /* Where short heads (T ≤ 128) take the persistent backward (cuda on Hopper,
  * flash_bwd_short.cuh), a second device backend opened with TRM_FLASH_SHORT_BWD=0 runs the
  * streaming kernel it replaced: the same Pᵀ and dSᵀ, dQ summed in another order, so the two
- * agree within bf16's tolerance. More heads than the device has blocks (each block walks
- * several, the two buffers' phases carried across them), with RoPE and without; {B, T, H}:
- * Sudoku's T; T = 128 (every row of a tile; RoPE's tables too large to sit beside the buffers,
- * read from L2); one position. */
+ * agree within bf16's tolerance, and where a dQ sums keys of both warpgroups (T > 64: the
+ * streaming kernel adds their two fp32 parts, the new one runs one sum) they differ in some bits
+ * (else the streaming kernel ran on both sides: the new one declined). More heads
+ * than the device has blocks (each block walks several, the two buffers' phases carried across
+ * them), with RoPE and without; {B, T, H}: Sudoku's T; T = 128 (every row of a tile; RoPE's
+ * tables too large to sit beside the buffers, read from L2); one position; T = 64 (the second
+ * warpgroup's keys and queries all past T) and T = 121 (tables from L2, rows past T in the last
+ * 16-row step), fewer heads than blocks. */
 START_TEST(test_attention_bwd_short) {
     pair p = open_pair();
     if (!bf16_acts(&p) || !expect_hopper()) {
@@ -1022,7 +1026,7 @@ START_TEST(test_attention_bwd_short) {
     }
     trm_backend *old = open_dev_without("TRM_FLASH_SHORT_BWD");
     tr_rng r = {59};
-    int dims[][3] = {{40, 97, 8}, {3, 128, 100}, {300, 1, 2}};
+    int dims[][3] = {{40, 97, 8}, {3, 128, 100}, {300, 1, 2}, {5, 64, 3}, {4, 121, 2}};
     for (int k = 0; k < (int)(sizeof dims / sizeof dims[0]); k++) {
         int B = dims[k][0], T = dims[k][1], H = dims[k][2];
         size_t no = (size_t)B * T * H * 64, nl = (size_t)B * H * T;
@@ -1045,6 +1049,9 @@ START_TEST(test_attention_bwd_short) {
             snprintf(what, sizeof what, "attention_bwd%s short B=%d T=%d H=%d", rope ? "_rope" : "", B, T, H);
             ck_assert_msg(written(g[0], 3 * no) == 3 * no, "%s: dqkv not all written", what);
             expect_rel(what, g[0], g[1], 3 * no, TOL_BF16);
+            if (T > 64)
+                ck_assert_msg(memcmp(g[0], g[1], 3 * no * sizeof(float)) != 0,
+                              "%s: the same bits as the streaming kernel (the persistent one not taken?)", what);
         }
         free(qkv), free(dout), free(cs), free(sn), free(o), free(l), free(g[0]), free(g[1]);
     }

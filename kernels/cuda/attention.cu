@@ -1079,13 +1079,21 @@ int k_flash_wgmma(void) {
         smem_limit(flash_bwd_kv_wg_kernel<3, 2>, FK_SMEM(3, 2)) &&
         smem_limit(flash_fwd_wg_kernel<FW_WG, 1>, FW_SMEM(FW_WG)) && smem_limit(flash_fwd_wg_kernel<FW_WG, 2>, FW_SMEM(FW_WG)) &&
         smem_limit(flash_fwd_short_kernel<0>, FS_SMEM(FS_ROWS)) && smem_limit(flash_fwd_short_kernel<1>, FS_SMEM(FS_ROWS)) &&
-        smem_limit(flash_fwd_long_kernel<FL_WG>, FL_SMEM(FL_WG)) && smem_limit(flash_bwd_short_kernel, FBS_MAX))
+        smem_limit(flash_fwd_long_kernel<FL_WG>, FL_SMEM(FL_WG)))
         return 1;
     cudaGetLastError(); /* fall back to mma.sync without leaving the error queued */
     return 0;
 #else
     return 0;
 #endif
+}
+
+int k_flash_short_bwd_ok(void) {
+#if defined(TRM_CUDA_SM90A)
+    if (device_sm90() && smem_limit(flash_bwd_short_kernel, FBS_MAX)) return 1;
+    cudaGetLastError();
+#endif
+    return 0;
 }
 
 void k_flash_fwd(cudaStream_t st, int wgmma, void *tma, void *out, float *lse, const void *qkv, int B, int T, int H) {
@@ -1111,7 +1119,8 @@ int k_flash_fwd_rope(cudaStream_t st, int wgmma, void *tma_encode, void *out, fl
     if (tma_encode && aligned16(cs) && aligned16(sn) && fs_maps(tma_encode, &tmq, &tmc, &tms, qkv, cs, sn, B, T, H) &&
         head_map(tma_encode, &tmo, out, H * FA_D, B, T, FS_ROWS)) {
         size_t smem = FS_SMEM((T + 7) & ~7);
-        int heads = B * H, blocks = 2 * device_sms(1); /* persistent: two an SM */
+        /* persistent: two an SM where two fit (T ≤ 120) */
+        int heads = B * H, blocks = (smem + 1024 <= 114 * 1024 ? 2 : 1) * device_sms(1);
         if (blocks > heads) blocks = heads;
         if (keep)
             flash_fwd_short_kernel<1><<<blocks, 256, smem, st>>>(tmq, tmc, tms, tmo, lse, (bf16 *)qkv, B, T, H, sl2);

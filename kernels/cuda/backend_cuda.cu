@@ -696,7 +696,7 @@ trm_backend *trm_cuda_backend_create(int index, trm_err *e) {
     /* TRM_FLASH_TMA=0: the attention forwards by cp.async (for measuring) */
     c->flash_tma = c->wgmma && env_flag("TRM_FLASH_TMA", 1) ? tma : NULL;
     /* TRM_FLASH_SHORT_BWD=0: short heads' backward by flash_bwd_kv_wg_kernel (for measuring) */
-    c->flash_bwd_tma = c->wgmma && env_flag("TRM_FLASH_SHORT_BWD", 1) ? tma : NULL;
+    c->flash_bwd_tma = c->wgmma && env_flag("TRM_FLASH_SHORT_BWD", 1) && k_flash_short_bwd_ok() ? tma : NULL;
     int tile = c->gate_up_tma && k_gate_up_tile_ok(); /* the tile kernel can run here (its limit raised once) */
     c->gate_up_tile = tile && env_flag("TRM_GATE_UP_TILE", 1);
     c->qkv_rope = tile && env_flag("TRM_QKV_ROPE", 1);

@@ -237,6 +237,7 @@ size_t k_flash_dq_bytes(int B, int T, int H);
 /* rcs, rsn: the rotary embedding's fp32 (T × 64) tables to rotate dq and dk back with on the way
  * out, or NULL; returns 1 where that was done (the one-pass backward), 0 where the caller must.
  * tma_encode (NULL: not used): the one-pass backward of short heads (T ≤ 128) by TMA, persistent */
+int k_flash_short_bwd_ok(void); /* the short heads' persistent backward can run (its limit raised) */
 int k_flash_bwd(cudaStream_t st, int wgmma, void *tma_encode, int one_pass, void *dqkv, float *dqacc,
                 const void *dout, const void *qkv, const float *lse, const float *dr, int B, int T, int H,
                 const float *rcs, const float *rsn);

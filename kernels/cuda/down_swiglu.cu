@@ -28,13 +28,14 @@
 #define DS_A (DS_BM * 128)              /* bytes of dy's chunk: 128 rows of 64 bf16 */
 #define DS_W (DS_BN * 128)              /* bytes of Wᵀ's chunk: 128 rows of 64 bf16 */
 #define DS_STAGE (DS_A + DS_W)
-#define DS_BOX (DS_BM * 128)            /* one box of 64 columns × 128 rows */
+#define DS_BOX (DS_BM * 128)            /* 64 columns × 128 rows of dact (128-byte swizzle) */
 #define DS_NB 2                         /* dact buffers: a tile's sums land while the last one's are read */
 #define DS_EPI (DS_NB * 2 * DS_BOX)
 #define DS_THREADS 544                  /* two consumer warpgroups, the producer's warp, 8 storer warps */
 #define DS_STORERS 256
 #define DS_GS 4                         /* 16-byte steps a storer thread loads at once */
 #define DS_SMEM (1024 + DS_NS * DS_STAGE + DS_EPI + 16 * 8)
+static_assert(DS_BM * 16 % (DS_GS * DS_STORERS) == 0, "the storers' steps must cover a tile's rows exactly");
 
 #if defined(TRM_CUDA_SM90A)
 #if defined(TRM_WGMMA)

@@ -1,6 +1,7 @@
 /* flash_bwd_short.cuh — the one-pass attention backward for short heads (T ≤ 128: Sudoku's 97),
- * persistent: included by attention.cu once its tile macros, fa_store, fa_store_rope and c_to_a
- * are defined. Kept apart so that attention.cu stays within the tree's file size.
+ * persistent: included by attention.cu once its tile macros, c_to_a, ex2 and flash_short.cuh
+ * (fs_stage, head_map, FS_TS) are defined. Kept apart so that attention.cu stays within the
+ * tree's file size.
  *
  * flash_bwd_kv_wg_kernel<2, 2> did these heads one block each, streaming 32-query tiles: ten
  * waits a head on one block of 8 warps an SM (232 registers), its loads and its stores in
@@ -184,8 +185,8 @@ __global__ void __launch_bounds__(256, 1)
         wg_commit();
         __syncthreads(); /* both warpgroups' dSᵀ halves */
         /* the next head into the other buffer, once the TMA stores of the last one's outputs from
-         * there have read it (waited for at the head's start, the wait held up the first
-         * warpgroup's products) */
+         * there have read it (a wait here rather than at the head's start, where it held up the
+         * first warpgroup's products) */
         if (threadIdx.x == 0) tma_wait_read();
         if (hd + (int)gridDim.x < heads)
             fbs_fetch(&tmq, &tmo, bufs + nb * FBS_BUF, full + nb, lse, dr, hd + gridDim.x, T, H);

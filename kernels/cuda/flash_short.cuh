@@ -1,18 +1,22 @@
 /* flash_short.cuh — the attention forward with RoPE for short heads (T ≤ 128) by TMA, and the
- * tensor maps its launch builds: included by attention.cu once its tile macros, fw_* helpers and
- * fw_finish are defined. Kept apart so that attention.cu stays within the tree's file size. */
+ * tensor maps its launch builds: included by attention.cu once its tile macros, fw_* helpers
+ * (fw_first, fw_next, fw_last, fw_rope8) are defined. Kept apart so that attention.cu stays
+ * within the tree's file size. */
 #ifndef TRM_FLASH_SHORT_CUH
 #define TRM_FLASH_SHORT_CUH
 
 /* ---- the forward with RoPE for short heads (T ≤ 128: Sudoku's 97), by TMA -------------------
- * One block of two warpgroups a (head, sample), as flash_fwd_wg_kernel<2, ROPE> where one block
- * holds a head, but its copies are five TMA boxes one thread issues: q, k and v (128 rows of
- * the head's 64 columns, 128-byte swizzle; rows past T read as zeros) and the first T rows of
- * the cos and sin tables (fp32, unswizzled), q, k and the tables on one barrier, v on another.
- * In the cp.async kernel a third of the stall samples fell before its first product: each
- * thread issued 12 row copies and, after its wait, read its table rows from L2 (Nsight Compute
- * source view, sudoku_att, H200). Both tables fit beside the tiles at T ≤ 128: 101 KiB at
- * T = 97, two blocks an SM (from T = 121, 113 KiB: one). */
+ * Persistent blocks of two warpgroups (two an SM where they fit) walk the heads b·H + h =
+ * blockIdx.x, + gridDim.x, ...; a head's work is flash_fwd_wg_kernel<2, ROPE>'s where one block
+ * holds a head. Its copies are TMA boxes one thread issues: q, k and v (128 rows of the head's
+ * 64 columns, 128-byte swizzle; rows past T read as zeros), q and k on one barrier, v on
+ * another, and once a block the first T rows of the cos and sin tables (fp32, unswizzled, rows
+ * FS_TS floats apart) on a third. The next head's q and k come once every warp is past the last
+ * score product; the output goes out through v's tile by a TMA store, and the next v once that
+ * store has read it. In the cp.async kernel a third of the stall samples fell before its first
+ * product: each thread issued 12 row copies and, after its wait, read its table rows from L2
+ * (Nsight Compute source view, sudoku_att, H200). Both tables fit beside the tiles at T ≤ 128:
+ * 104 KiB at T = 97, two blocks an SM (from T = 121, 117 KiB: one). */
 #define FS_ROWS 128
 #define FS_TILE (FS_ROWS * FA_D) /* bf16 of a 128-row swizzled tile */
 /* floats a row of RoPE's tables in shared memory: rows 272 bytes apart put the rows that a
@@ -126,8 +130,9 @@ __global__ void __launch_bounds__(256, 2)
         }
         fence_async_smem();
         __syncthreads();
-        /* a warpgroup wholly past T (T ≤ 64) computes on zero rows and stores nothing: a branch
-         * around the products would have ptxas serialise them */
+        /* a warpgroup wholly past T (T ≤ 64) computes on zero rows (its staged rows the store
+         * drops): every thread meets the barriers, and a branch around the products would have
+         * ptxas serialise them */
         float o[8][4], s[8][4], ml[4] = {-INFINITY, -INFINITY, 0.f, 0.f}, c[2];
         uint32_t qa[4][4], p[4][4];
         fa_zero(o);
