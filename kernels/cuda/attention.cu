@@ -422,22 +422,32 @@ __device__ __forceinline__ void fw_last(float (&o)[8][4], uint32_t (&p)[4][4], c
     wg_fence_f(o);
     wg_fence_u(p);
 }
-/* The end of a forward warp's 16 rows from r0: the row sums across the quad, o scaled by them
- * out, and each row's log-sum-exp */
-__device__ __forceinline__ void fw_finish(bf16 *out, float *lse, float (&o)[8][4], const float (&ml)[4], int b, int h,
-                                          int T, int H, int r0, int g, int t, float sl2) {
-    float l0 = ml[2], l1 = ml[3];
+/* a forward warp's row sums across the quad: l0 of row r0 + g, l1 of row r0 + g + 8 */
+__device__ __forceinline__ void fw_rowsums(const float (&ml)[4], float &l0, float &l1) {
+    l0 = ml[2], l1 = ml[3];
     for (int x = 1; x < 4; x <<= 1) {
         l0 += __shfl_xor_sync(0xffffffffu, l0, x);
         l1 += __shfl_xor_sync(0xffffffffu, l1, x);
     }
-    if (r0 >= T) return;
-    fa_store(out + (size_t)b * T * H * FA_D + h * FA_D, (size_t)H * FA_D, r0, T, o, 1.f / l0, 1.f / l1);
+}
+/* those rows' log-sum-exp into lse (B, H, T), rows past T dropped */
+__device__ __forceinline__ void fw_lse(float *lse, const float (&ml)[4], float l0, float l1, int b, int h, int T,
+                                       int H, int r0, int g, int t, float sl2) {
     if (t == 0) {
         float *L = lse + ((size_t)b * H + h) * T;
         if (r0 + g < T) L[r0 + g] = (ml[0] * sl2 + log2f(l0)) / LOG2E;
         if (r0 + g + 8 < T) L[r0 + g + 8] = (ml[1] * sl2 + log2f(l1)) / LOG2E;
     }
+}
+/* The end of a forward warp's 16 rows from r0: the row sums across the quad, o scaled by them
+ * out, and each row's log-sum-exp */
+__device__ __forceinline__ void fw_finish(bf16 *out, float *lse, float (&o)[8][4], const float (&ml)[4], int b, int h,
+                                          int T, int H, int r0, int g, int t, float sl2) {
+    float l0, l1;
+    fw_rowsums(ml, l0, l1);
+    if (r0 >= T) return;
+    fa_store(out + (size_t)b * T * H * FA_D + h * FA_D, (size_t)H * FA_D, r0, T, o, 1.f / l0, 1.f / l1);
+    fw_lse(lse, ml, l0, l1, b, h, T, H, r0, g, t, sl2);
 }
 #endif
 
@@ -679,13 +689,14 @@ __device__ __forceinline__ void fk_tn(float d[4][4], const uint64_t ka[4], const
     wg_m64n32k16_ss<1, 1>(d, ka[2], db[2]);
     wg_m64n32k16_ss<1, 1>(d, ka[3], db[3]);
 }
-/* A warp's dSᵀ fragments (its 16 keys × 32 queries, the packed A operand of dK) into the
- * swizzled (32 queries × 64 keys) tile, transposed by stmatrix: 8 keys of a query per 16 bytes */
-__device__ __forceinline__ void fk_ds_store(bf16 *tile, const uint32_t (&da)[2][4]) {
+/* A warp's dSᵀ fragments (its 16 keys × 16·KK queries, the packed A operand of dK) into the
+ * swizzled (16·KK queries × 64 keys) tile, transposed by stmatrix: 8 keys of a query per 16
+ * bytes (KK = 2 here, 8 in the short backward) */
+template <int KK> __device__ __forceinline__ void fk_ds_store(bf16 *tile, const uint32_t (&da)[KK][4]) {
     int l = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, i = l >> 3;
     uint32_t base = (uint32_t)__cvta_generic_to_shared(tile);
 #pragma unroll
-    for (int kk = 0; kk < 2; kk++) {
+    for (int kk = 0; kk < KK; kk++) {
         int q = kk * 16 + (i >> 1) * 8 + (l & 7), c = 2 * w + (i & 1);
         stsm4t(base + q * 128 + ((c ^ (q & 7)) << 4), da[kk]);
     }

@@ -70,17 +70,6 @@ __device__ __forceinline__ void fbs_pds(float (&st)[16][4], float (&dpt)[16][4],
         }
     }
 }
-/* A warp's dSᵀ fragments (its 16 keys × 128 queries) into its warpgroup's swizzled (128 queries ×
- * 64 keys) tile, transposed by stmatrix (fk_ds_store over 8 k-steps) */
-__device__ __forceinline__ void fbs_ds_store(bf16 *tile, const uint32_t (&da)[8][4]) {
-    int l = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, i = l >> 3;
-    uint32_t base = (uint32_t)__cvta_generic_to_shared(tile);
-#pragma unroll
-    for (int kk = 0; kk < 8; kk++) {
-        int q = kk * 16 + (i >> 1) * 8 + (l & 7), c = 2 * w + (i & 1);
-        stsm4t(base + q * 128 + ((c ^ (q & 7)) << 4), da[kk]);
-    }
-}
 /* d = A·B over 8 k-steps, A from registers, B N-major (a 128-row tile, 16 rows a step), issued */
 __device__ __forceinline__ void fbs_mma_rs(float (&d)[8][4], const uint32_t (&a)[8][4], const bf16 *tile) {
     uint64_t b = wg_desc(tile, 8192, 1024);
@@ -175,7 +164,7 @@ __global__ void __launch_bounds__(256, 1)
         fbs_pds(st, dpt, sL, sD, sl2);
         uint32_t pa[8][4], da[8][4];
         c_to_a(st, pa), c_to_a(dpt, da);
-        fbs_ds_store(sDS + wg * FBS_TILE, da);
+        fk_ds_store(sDS + wg * FBS_TILE, da);
         fence_async_smem(); /* dSᵀ, written by stmatrix, read next by the tensor cores */
         float dv[8][4], dk[8][4], dq[8][4];
         wg_fence_u(pa), wg_fence_u(da);

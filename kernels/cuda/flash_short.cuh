@@ -46,21 +46,14 @@ __device__ __forceinline__ void fs_stage(bf16 *tile, const uint32_t (&o)[8][2], 
  * (rows past T too: the store drops them), each row's log-sum-exp to memory */
 __device__ __forceinline__ void fs_finish(bf16 *tile, float *lse, float (&o)[8][4], const float (&ml)[4], int b, int h,
                                           int T, int H, int r0, int g, int t, float sl2) {
-    float l0 = ml[2], l1 = ml[3];
-    for (int x = 1; x < 4; x <<= 1) {
-        l0 += __shfl_xor_sync(0xffffffffu, l0, x);
-        l1 += __shfl_xor_sync(0xffffffffu, l1, x);
-    }
+    float l0, l1;
+    fw_rowsums(ml, l0, l1);
     float s0 = 1.f / l0, s1 = 1.f / l1;
     uint32_t p[8][2];
 #pragma unroll
     for (int j = 0; j < 8; j++) p[j][0] = pack_bf16(o[j][0] * s0, o[j][1] * s0), p[j][1] = pack_bf16(o[j][2] * s1, o[j][3] * s1);
     fs_stage(tile, p, r0);
-    if (t == 0) {
-        float *L = lse + ((size_t)b * H + h) * T;
-        if (r0 + g < T) L[r0 + g] = (ml[0] * sl2 + log2f(l0)) / LOG2E;
-        if (r0 + g + 8 < T) L[r0 + g + 8] = (ml[1] * sl2 + log2f(l1)) / LOG2E;
-    }
+    fw_lse(lse, ml, l0, l1, b, h, T, H, r0, g, t, sl2);
 }
 /* A fragments (4 k-steps) of rows row0..row0+15 of a 128-byte-swizzled tile */
 __device__ __forceinline__ void fs_afrag(uint32_t a[4][4], const bf16 *tile, int row0) {
