@@ -669,17 +669,24 @@ __device__ __forceinline__ void fk_next(bf16 *sQO, float *sLD, const bf16 *Q, co
     if (it + 2 < n) fk_fetch(sQO, sLD, Q, dO, Lr, Dr, ld, ldo, it + 2, T);
     cp_async_commit();
 }
-/* Pᵀ and dSᵀ = Pᵀ∘(dPᵀ − D) of one tile in fp32, in place (rows = keys, columns = queries) */
-__device__ __forceinline__ void fk_pds(float st[4][4], float dpt[4][4], const float *sL, const float *sD, float sl2) {
+/* Pᵀ and dSᵀ = Pᵀ∘(dPᵀ − D) of one tile (8·J queries) in fp32, in place (rows = keys, columns
+ * = queries; J = 4 here, 16 in the short backward) */
+template <int J>
+__device__ __forceinline__ void fk_pds(float (&st)[J][4], float (&dpt)[J][4], const float *sL, const float *sD,
+                                       float sl2) {
     int t = threadIdx.x & 3;
 #pragma unroll
-    for (int j = 0; j < 4; j++)
+    for (int j = 0; j < J; j++) {
+        /* the thread's two queries' lse and rowsum: one 8-byte load each */
+        float2 l = *reinterpret_cast<const float2 *>(sL + j * 8 + 2 * t);
+        float2 r = *reinterpret_cast<const float2 *>(sD + j * 8 + 2 * t);
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            int q = j * 8 + 2 * t + (e & 1);
-            st[j][e] = ex2(fmaf(st[j][e], sl2, -sL[q] * LOG2E));
-            dpt[j][e] = st[j][e] * (dpt[j][e] - sD[q]);
+            float lq = e & 1 ? l.y : l.x, dq = e & 1 ? r.y : r.x;
+            st[j][e] = ex2(fmaf(st[j][e], sl2, -lq * LOG2E));
+            dpt[j][e] = st[j][e] * (dpt[j][e] - dq);
         }
+    }
 }
 /* dQᵀ (64 × 32) = Kᵀ·dSᵀ over a warpgroup's 64 keys: Kᵀ read M-major from the K tile, dSᵀ as the
  * K-major (32 queries × 64 keys) tile fk_ds_store wrote; issued */
@@ -1101,10 +1108,10 @@ int k_flash_wgmma(void) {
 
 int k_flash_short_bwd_ok(void) {
 #if defined(TRM_CUDA_SM90A)
-    if (device_sm90() && smem_limit(flash_bwd_short_kernel, FBS_MAX)) return 1;
-    cudaGetLastError();
-#endif
+    return sm90_smem_ok(FBS_MAX, flash_bwd_short_kernel);
+#else
     return 0;
+#endif
 }
 
 void k_flash_fwd(cudaStream_t st, int wgmma, void *tma, void *out, float *lse, const void *qkv, int B, int T, int H) {

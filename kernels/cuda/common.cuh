@@ -101,6 +101,13 @@ static inline int device_sms(int fallback) {
 template <typename F> static inline int smem_limit(F kernel, size_t bytes) {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) == cudaSuccess;
 }
+/* whether Hopper kernels can run here: an sm_90 device and every kernel's limit raised to bytes
+ * (a refusal not left queued for the next error check) */
+template <typename... F> static inline int sm90_smem_ok(size_t bytes, F... kernels) {
+    if (device_sm90() && (smem_limit(kernels, bytes) && ...)) return 1;
+    cudaGetLastError();
+    return 0;
+}
 
 /* Runs `launch` with T = float or bf16 as the activation type dt says (a generic lambda). */
 #define ACT_DISPATCH(dt, ...)                                                                      \

@@ -118,13 +118,10 @@ __global__ void __launch_bounds__(DS_THREADS, 1)
     }
     __syncthreads();
     if (threadIdx.x >= 256) { /* warp 8: the producer (its lane 0); warps 9–16: the storers */
-        if (threadIdx.x == 256) {
-            int slot = 0, phase = 0;
-            for (int t = blockIdx.x; t < tiles; t += gridDim.x)
-                for (int kc = 0; kc < KC; kc++)
-                    tma_ring_chunk<DS_NS, DS_STAGE, DS_A>(&tmy, t / ntiles * DS_BM, &tmw, t % ntiles * DS_BN, kc,
-                                                          ring, full, empty, slot, phase);
-        } else if (threadIdx.x >= 288)
+        if (threadIdx.x == 256)
+            tma_ring_tiles<DS_NS, DS_STAGE, DS_A, 0, DS_BM, DS_BN>(&tmy, &tmw, ring, full, empty, blockIdx.x, gridDim.x,
+                                                                 tiles, ntiles, KC);
+        else if (threadIdx.x >= 288)
             ds_store(dgu, act, gu, epi, sready, efree, blockIdx.x, gridDim.x, tiles, ntiles, rows, I,
                      threadIdx.x - 288);
         return;
@@ -147,10 +144,10 @@ __global__ void __launch_bounds__(DS_THREADS, 1)
  * device, or the limit refused) */
 int k_down_swiglu_ok(void) {
 #if defined(TRM_CUDA_SM90A)
-    if (device_sm90() && smem_limit(down_swiglu_kernel, DS_SMEM)) return 1;
-    cudaGetLastError();
-#endif
+    return sm90_smem_ok(DS_SMEM, down_swiglu_kernel);
+#else
     return 0;
+#endif
 }
 
 int k_down_swiglu_bwd(cudaStream_t st, void *tma_encode, void *dgu, void *act, const void *dy, int ldy, const void *W,

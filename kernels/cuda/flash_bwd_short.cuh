@@ -54,29 +54,6 @@ __device__ __forceinline__ void fbs_fetch(const CUtensorMap *tmq, const CUtensor
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(g), "r"(ok ? 4 : 0) : "memory");
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(m) : "memory");
 }
-/* Pᵀ and dSᵀ of a warpgroup's 64 keys × 128 queries in fp32, in place (fk_pds's steps) */
-__device__ __forceinline__ void fbs_pds(float (&st)[16][4], float (&dpt)[16][4], const float *sL, const float *sD,
-                                        float sl2) {
-    int t = threadIdx.x & 3;
-#pragma unroll
-    for (int j = 0; j < 16; j++) {
-        float2 l = *reinterpret_cast<const float2 *>(sL + j * 8 + 2 * t);
-        float2 r = *reinterpret_cast<const float2 *>(sD + j * 8 + 2 * t);
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            float lq = e & 1 ? l.y : l.x, dq = e & 1 ? r.y : r.x;
-            st[j][e] = ex2(fmaf(st[j][e], sl2, -lq * LOG2E));
-            dpt[j][e] = st[j][e] * (dpt[j][e] - dq);
-        }
-    }
-}
-/* d = A·B over 8 k-steps, A from registers, B N-major (a 128-row tile, 16 rows a step), issued */
-__device__ __forceinline__ void fbs_mma_rs(float (&d)[8][4], const uint32_t (&a)[8][4], const bf16 *tile) {
-    uint64_t b = wg_desc(tile, 8192, 1024);
-    wg_m64n64k16<1, 0>(d, a[0], b);
-#pragma unroll
-    for (int k = 1; k < 8; k++) wg_m64n64k16<1, 1>(d, a[k], b + 128 * k);
-}
 /* A warp's 16 rows (from r0) × 64 of C fragments of dK and of dQ (the same positions), scaled
  * by s and rounded to bf16 pairs (row g and g + 8 of column pair j), with RoPE's transpose
  * rotation where cs is set (fa_store_rope's steps; a table row read once for both; rows past T
@@ -84,16 +61,13 @@ __device__ __forceinline__ void fbs_mma_rs(float (&d)[8][4], const uint32_t (&a)
 __device__ __forceinline__ void fbs_pack(uint32_t (&ok)[8][2], uint32_t (&oq)[8][2], const float (&dk)[8][4],
                                          const float (&dq)[8][4], float s, int r0, int T, const float *cs,
                                          const float *sn, int ts, bool sh) {
+    if (!cs) {
+        fs_pack(ok, dk, s, s), fs_pack(oq, dq, s, s);
+        return;
+    }
     int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
 #pragma unroll
     for (int hf = 0; hf < 2; hf++) {
-        if (!cs) {
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                ok[j][hf] = pack_bf16(dk[j][2 * hf] * s, dk[j][2 * hf + 1] * s),
-                oq[j][hf] = pack_bf16(dq[j][2 * hf] * s, dq[j][2 * hf + 1] * s);
-            continue;
-        }
         int r = min(r0 + g + 8 * hf, T - 1);
         const float *c = cs + (size_t)r * ts, *n = sn + (size_t)r * ts;
 #pragma unroll
@@ -161,7 +135,7 @@ __global__ void __launch_bounds__(256, 1)
             wg_wait<0>();
             wg_fence_f(st), wg_fence_f(dpt);
         }
-        fbs_pds(st, dpt, sL, sD, sl2);
+        fk_pds(st, dpt, sL, sD, sl2);
         uint32_t pa[8][4], da[8][4];
         c_to_a(st, pa), c_to_a(dpt, da);
         fk_ds_store(sDS + wg * FBS_TILE, da);
@@ -169,9 +143,13 @@ __global__ void __launch_bounds__(256, 1)
         float dv[8][4], dk[8][4], dq[8][4];
         wg_fence_u(pa), wg_fence_u(da);
         wg_fence();
-        fbs_mma_rs(dv, pa, sO);
-        fbs_mma_rs(dk, da, sQ);
-        wg_commit();
+        {
+            uint64_t od[8], qd[8]; /* dO and Q read N-major: rows = queries, the k index */
+            fw_descs(od, sO, 1), fw_descs(qd, sQ, 1);
+            fw_mma<1, 0, 8>(dv, pa, od);
+            fw_mma<1, 0, 8>(dk, da, qd);
+            wg_commit();
+        }
         __syncthreads(); /* both warpgroups' dSᵀ halves */
         /* the next head into the other buffer, once the TMA stores of the last one's outputs from
          * there have read it (a wait here rather than at the head's start, where it held up the
@@ -200,8 +178,7 @@ __global__ void __launch_bounds__(256, 1)
         int r0 = wg * 64 + w * 16; /* the warp's keys (dK, dV) and queries (dQ) */
         {
             uint32_t ov[8][2];
-#pragma unroll
-            for (int j = 0; j < 8; j++) ov[j][0] = pack_bf16(dv[j][0], dv[j][1]), ov[j][1] = pack_bf16(dv[j][2], dv[j][3]);
+            fs_pack(ov, dv, 1.f, 1.f);
             fs_stage(sV, ov, r0);
         }
         {

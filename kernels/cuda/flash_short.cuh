@@ -42,16 +42,21 @@ __device__ __forceinline__ void fs_stage(bf16 *tile, const uint32_t (&o)[8][2], 
         stsm4(base + (((j + (m >> 1)) ^ (row & 7)) << 4), r);
     }
 }
+/* A warp's C fragments (16 rows × 64) as packed bf16 pairs for fs_stage, rows g scaled by s0,
+ * rows g + 8 by s1 */
+__device__ __forceinline__ void fs_pack(uint32_t (&o)[8][2], const float (&acc)[8][4], float s0, float s1) {
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        o[j][0] = pack_bf16(acc[j][0] * s0, acc[j][1] * s0), o[j][1] = pack_bf16(acc[j][2] * s1, acc[j][3] * s1);
+}
 /* fw_finish with the output staged: a warp's 16 rows of o scaled by their row sums into tile
  * (rows past T too: the store drops them), each row's log-sum-exp to memory */
 __device__ __forceinline__ void fs_finish(bf16 *tile, float *lse, float (&o)[8][4], const float (&ml)[4], int b, int h,
                                           int T, int H, int r0, int g, int t, float sl2) {
     float l0, l1;
     fw_rowsums(ml, l0, l1);
-    float s0 = 1.f / l0, s1 = 1.f / l1;
     uint32_t p[8][2];
-#pragma unroll
-    for (int j = 0; j < 8; j++) p[j][0] = pack_bf16(o[j][0] * s0, o[j][1] * s0), p[j][1] = pack_bf16(o[j][2] * s1, o[j][3] * s1);
+    fs_pack(p, o, 1.f / l0, 1.f / l1);
     fs_stage(tile, p, r0);
     fw_lse(lse, ml, l0, l1, b, h, T, H, r0, g, t, sl2);
 }

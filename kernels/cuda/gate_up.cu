@@ -156,13 +156,10 @@ __global__ void __launch_bounds__(GT_THREADS, 1)
     }
     __syncthreads();
     if (threadIdx.x >= 256) { /* warp 8: the producer (its lane 0); warps 9–11: the storers */
-        if (threadIdx.x == 256) {
-            int slot = 0, phase = 0;
-            for (int t = blockIdx.x; t < tiles; t += gridDim.x)
-                for (int kc = 0; kc < KC; kc++)
-                    tma_ring_chunk<GT_NS, GT_STAGE, GT_A, 1>(&tmx, t / ntiles * GT_BM, &tmw, t % ntiles * GT_BN, kc,
-                                                             ring, full, empty, slot, phase);
-        } else if (threadIdx.x >= 288 && MODE == 1)
+        if (threadIdx.x == 256)
+            tma_ring_tiles<GT_NS, GT_STAGE, GT_A, 1, GT_BM, GT_BN>(&tmx, &tmw, ring, full, empty, blockIdx.x, gridDim.x,
+                                                                 tiles, ntiles, KC);
+        else if (threadIdx.x >= 288 && MODE == 1)
             gt_store_rope(&tmo, epi, cs, sn, sready, efree, blockIdx.x, gridDim.x, tiles, ntiles, I, rows, T, rot,
                           threadIdx.x - 288);
         else if (threadIdx.x >= 288)
@@ -188,11 +185,10 @@ __global__ void __launch_bounds__(GT_THREADS, 1)
  * device, or the limit refused) */
 int k_gate_up_tile_ok(void) {
 #if defined(TRM_CUDA_SM90A)
-    if (device_sm90() && smem_limit(gate_up_tile_kernel<0>, GT_SMEM) && smem_limit(gate_up_tile_kernel<1>, GT_SMEM))
-        return 1;
-    cudaGetLastError();
-#endif
+    return sm90_smem_ok(GT_SMEM, gate_up_tile_kernel<0>, gate_up_tile_kernel<1>);
+#else
     return 0;
+#endif
 }
 
 #if defined(TRM_CUDA_SM90A)

@@ -247,10 +247,7 @@ static cudaLaunchConfig_t ln_config(cudaLaunchAttribute *at, int clusters, cudaS
  * device, or the limit refused) */
 int k_linear_norm_clusters(void) {
 #if defined(TRM_CUDA_SM90A)
-    if (!device_sm90() || !smem_limit(linear_norm_kernel, LN_SMEM)) {
-        cudaGetLastError();
-        return 0;
-    }
+    if (!sm90_smem_ok(LN_SMEM, linear_norm_kernel)) return 0;
     cudaLaunchAttribute at;
     cudaLaunchConfig_t cfg = ln_config(&at, device_sms(2) / 2, 0);
     int n = 0;

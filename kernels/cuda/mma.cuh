@@ -253,6 +253,19 @@ __device__ __forceinline__ void tma_ring_chunk(const CUtensorMap *tma, int ra, c
         tma_load_2d_nb(s + A_BYTES, tmb, kc * 64, rb, full + slot);
     if (++slot == NS) slot = 0, phase ^= 1;
 }
+/* The producer's whole share of a persistent block (tiles first, first + step, ... below
+ * tiles, ntiles column tiles a row range): each tile's KC chunks, A's rows from the tile's row
+ * range (BM apart), B's from its column tile (BN apart), by tma_ring_chunk. */
+template <int NS, int STAGE, int A_BYTES, int B3, int BM, int BN>
+__device__ __forceinline__ void tma_ring_tiles(const CUtensorMap *tma, const CUtensorMap *tmb, unsigned char *ring,
+                                               uint64_t *full, uint64_t *empty, int first, int step, int tiles,
+                                               int ntiles, int KC) {
+    int slot = 0, phase = 0;
+    for (int t = first; t < tiles; t += step)
+        for (int kc = 0; kc < KC; kc++)
+            tma_ring_chunk<NS, STAGE, A_BYTES, B3>(tma, t / ntiles * BM, tmb, t % ntiles * BN, kc, ring, full, empty,
+                                                   slot, phase);
+}
 /* One tile's KC chunks, and beside them the tile's own buffer loaded by side() once the last
  * tile's outputs have left it (sfree, parity sphase ^ 1): tested after each chunk past the
  * first stages, so the chunks never wait for it, and waited for only after the last chunk.
